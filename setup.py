@@ -1,0 +1,27 @@
+"""Install ding_dist: ``pip install -e .`` (add ``[test]`` for the test tools)."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="ding_dist",
+    version="0.1.0",
+    description="Scale reinforcement-learning training from one process to many GPUs and nodes.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["ding_dist", "ding_dist.*"]),
+    install_requires=[
+        "torch>=2.1",
+        "numpy>=1.24",
+        "gymnasium>=1.0",
+        "tensorboard>=2.12",
+        "easydict>=1.10",
+        "tqdm>=4.60",
+        "matplotlib>=3.6",
+    ],
+    extras_require={
+        "test": ["pytest>=7.4", "pytest-timeout>=2.1", "hypothesis>=6.80"],
+        "dev": ["pytest>=7.4", "pytest-timeout>=2.1", "hypothesis>=6.80", "ruff>=0.5"],
+    },
+    entry_points={"console_scripts": ["ding-dist=ding_dist.entry.cli:main"]},
+)
