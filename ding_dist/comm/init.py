@@ -1,0 +1,246 @@
+"""Start and stop the process group: ``dist_init``, ``dist_finalize``, ``@dist_mode``, ``DistContext``."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import torch
+import torch.distributed as dist
+
+from .link import current_link
+from .settings import FAKE_SETTINGS, LaunchSettings, resolve_launch_settings, resolve_timeout
+
+logger = logging.getLogger(__name__)
+
+_BACKENDS = ("gloo", "nccl", "mpi")
+_settings: LaunchSettings = FAKE_SETTINGS  # what the running process group was started with
+_finalizers: list[Callable[[], None]] = []  # caches tied to the group (e.g. subgroups), cleared on finalize
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def on_finalize(callback: Callable[[], None]) -> None:
+    """Register ``callback`` to run when the process group is destroyed (used for group caches)."""
+    _finalizers.append(callback)
+
+
+def _pick_backend(backend: str | None) -> str:
+    if backend is None:
+        return "nccl" if torch.cuda.is_available() else "gloo"
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {list(_BACKENDS)} or None (auto), got {backend!r}")
+    if backend == "nccl" and not torch.cuda.is_available():
+        raise RuntimeError("backend 'nccl' needs CUDA GPUs and this machine has none; use backend='gloo'")
+    return backend
+
+
+def _check_same(name: str, asked: Any, running: Any) -> None:
+    if asked is not None and asked != running:
+        raise RuntimeError(
+            f"dist_init: a process group is already running with {name}={running!r}, "
+            f"cannot re-initialize with {name}={asked!r}; call dist_finalize() first"
+        )
+
+
+def dist_init(
+    backend: str | None = None,
+    addr: str | None = None,
+    port: int | None = None,
+    rank: int | None = None,
+    world_size: int | None = None,
+    timeout: float | None = None,
+) -> tuple[int, int]:
+    """Initialize the process group and return ``(rank, world_size)``.
+
+    Rank and world size come from the arguments, else torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK,
+    MASTER_ADDR, MASTER_PORT, ...), else SLURM's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the node
+    list), else no process group is made and every helper runs on the fake link (a world of one).
+    ``backend=None`` picks nccl with CUDA, else gloo; on CUDA the device is set from the local rank.
+    ``timeout`` (seconds) defaults to ``$DING_DIST_TIMEOUT`` or 30 minutes. Calling it again while a group
+    runs is a no-op returning the running ``(rank, world_size)``; asking for different settings is an error.
+
+    Example:
+        >>> dist_init()            # plain `python script.py`: the fake link
+        (0, 1)
+        >>> dist_finalize()
+    """
+    global _settings
+    if current_link().is_fake is False:
+        running = dist.get_rank(), dist.get_world_size()
+        _check_same("rank", rank, running[0])
+        _check_same("world_size", world_size, running[1])
+        _check_same("backend", backend, str(dist.get_backend()))
+        logger.debug("dist_init: process group already running as rank %d of %d", *running)
+        return running
+    timeout_s = resolve_timeout(timeout)
+    settings = resolve_launch_settings(rank=rank, world_size=world_size, addr=addr, port=port)
+    if settings.is_fake:
+        if backend is not None:
+            _pick_backend(backend)  # still reject a bad name
+        logger.info("ding_dist: rank 0 of 1, fake link (no launcher settings found: a single process)")
+        return 0, 1
+    backend = _pick_backend(backend)
+    device = "cpu"
+    if backend == "nccl":
+        index = settings.local_rank % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        device = f"cuda:{index}"
+    init_method = "env://" if settings.source == "torchrun" else f"tcp://{settings.addr}:{settings.port}"
+    try:
+        dist.init_process_group(
+            backend,
+            init_method=init_method,
+            rank=settings.rank,
+            world_size=settings.world_size,
+            timeout=timedelta(seconds=timeout_s),
+        )
+    except (RuntimeError, ValueError, OSError) as exc:  # torch's DistError subclasses RuntimeError
+        role = "listen on" if settings.rank == 0 else "reach the master at"
+        raise ConnectionError(
+            f"rank {settings.rank} of {settings.world_size} could not {role} {settings.addr}:{settings.port} "
+            f"within {timeout_s:g} s (settings from {settings.source}; backend {backend}): {exc}"
+        ) from exc
+    _settings = settings
+    logger.info(
+        "ding_dist: rank %d of %d (local %d of %d), backend %s, device %s, settings from %s (%s:%d), timeout %gs",
+        settings.rank,
+        settings.world_size,
+        settings.local_rank,
+        settings.local_size,
+        backend,
+        device,
+        settings.source,
+        settings.addr,
+        settings.port,
+        timeout_s,
+    )
+    return settings.rank, settings.world_size
+
+
+def dist_finalize() -> None:
+    """Destroy the process group and the caches tied to it; safe to call when nothing was initialized.
+
+    Example:
+        >>> dist_finalize()
+    """
+    global _settings
+    for callback in _finalizers:
+        callback()
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+    _settings = FAKE_SETTINGS
+
+
+def get_rank(group: Any = None) -> int:
+    """This process's rank in ``group`` (the world by default); 0 outside a process group.
+
+    Example:
+        >>> get_rank()
+        0
+    """
+    return current_link().rank(group)
+
+
+def get_world_size(group: Any = None) -> int:
+    """Number of processes in ``group`` (the world by default); 1 outside a process group.
+
+    Example:
+        >>> get_world_size()
+        1
+    """
+    return current_link().world_size(group)
+
+
+def get_local_rank() -> int:
+    """This process's rank on its node; 0 outside a process group.
+
+    Example:
+        >>> get_local_rank()
+        0
+    """
+    if current_link().is_fake:
+        return 0
+    if _settings.is_fake:  # group started by someone else: trust the launcher's variable
+        return int(os.environ.get("LOCAL_RANK", 0))
+    return _settings.local_rank
+
+
+def get_local_size() -> int:
+    """Number of processes on this node; 1 outside a process group.
+
+    Example:
+        >>> get_local_size()
+        1
+    """
+    if current_link().is_fake:
+        return 1
+    if _settings.is_fake:
+        return int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    return _settings.local_size
+
+
+def is_fake() -> bool:
+    """True when no process group runs and every helper acts as a world of one.
+
+    Example:
+        >>> is_fake()
+        True
+    """
+    return current_link().is_fake
+
+
+class DistContext:
+    """Context manager: ``dist_init`` on entry, ``dist_finalize`` on exit (even on an exception).
+
+    It only finalizes a group it started itself. ``DDPContext`` is the same class (DI-engine's name).
+
+    Example:
+        >>> with DistContext() as ctx:
+        ...     print(ctx.rank, ctx.world_size)
+        0 1
+    """
+
+    def __init__(self, **init_kwargs: Any) -> None:
+        self._init_kwargs = init_kwargs
+        self._started = False
+        self.rank, self.world_size = 0, 1
+
+    def __enter__(self) -> DistContext:
+        self._started = is_fake()
+        self.rank, self.world_size = dist_init(**self._init_kwargs)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self._started:
+            dist_finalize()
+
+
+DDPContext = DistContext
+
+
+def dist_mode(func: F | None = None, **init_kwargs: Any) -> Any:
+    """Decorator: initialize, run ``func``, finalize even if it raises, and return ``func``'s value.
+
+    Use bare (``@dist_mode``) or with ``dist_init`` arguments (``@dist_mode(backend="gloo")``).
+
+    Example:
+        >>> @dist_mode
+        ... def main():
+        ...     return get_world_size()
+        >>> main()
+        1
+    """
+    if func is None:
+        return functools.partial(dist_mode, **init_kwargs)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with DistContext(**init_kwargs):
+            return func(*args, **kwargs)
+
+    return wrapper

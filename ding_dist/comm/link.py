@@ -1,0 +1,205 @@
+"""The one place that decides between a real process group and the fake link.
+
+Every public helper validates its arguments and then calls ``current_link()``: a ``TorchLink`` over
+torch.distributed when a process group is initialized, else the ``FAKE_LINK``, a world of one where
+each collective leaves the data as it is. No helper branches on "am I distributed?" itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+class CommHandle:
+    """Handle of an asynchronous collective: ``wait()`` completes it and returns the tensor.
+
+    Post-processing (the division of an ``'avg'`` allreduce) runs inside ``wait()``, never before.
+
+    Example:
+        >>> t = torch.ones(3)
+        >>> handle = allreduce(t, op="avg", async_op=True)   # doctest: +SKIP
+        >>> handle.wait()                                    # doctest: +SKIP
+        tensor([1., 1., 1.])
+    """
+
+    __slots__ = ("_work", "_finish", "_tensor", "_done")
+
+    def __init__(self, work: Any, tensor: Any, finish: Callable[[], None] | None = None) -> None:
+        self._work = work
+        self._tensor = tensor
+        self._finish = finish
+        self._done = work is None and finish is None
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Block until the collective is complete; return its (in-place) result."""
+        if not self._done:
+            if self._work is not None:
+                if timeout is None:
+                    self._work.wait()
+                else:
+                    from datetime import timedelta
+
+                    self._work.wait(timedelta(seconds=timeout))
+            if self._finish is not None:
+                self._finish()
+            self._done = True
+        return self._tensor
+
+    def is_completed(self) -> bool:
+        """True once ``wait()`` has run (or the transfer finished and nothing is left to do)."""
+        return self._done or (self._finish is None and self._work is not None and self._work.is_completed())
+
+
+class SingleProcessGroup:
+    """The group of the fake link: this process alone (rank 0 of 1)."""
+
+    def size(self) -> int:
+        return 1
+
+    def rank(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "SingleProcessGroup()"
+
+
+SINGLE_PROCESS_GROUP = SingleProcessGroup()
+
+
+class FakeLink:
+    """A world of one: every collective is a correct no-op."""
+
+    is_fake = True
+
+    def rank(self, group: Any = None) -> int:
+        return 0
+
+    def world_size(self, group: Any = None) -> int:
+        return 1
+
+    def backend(self, group: Any = None) -> str:
+        return "fake"
+
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def allreduce(self, tensor: torch.Tensor, op: Any, group: Any, async_op: bool) -> CommHandle | None:
+        return CommHandle(None, tensor) if async_op else None
+
+    def broadcast(self, tensor: torch.Tensor, src: int, group: Any, async_op: bool) -> CommHandle | None:
+        return CommHandle(None, tensor) if async_op else None
+
+    def reduce(self, tensor: torch.Tensor, dst: int, op: Any, group: Any) -> None:
+        return None
+
+    def allgather(self, outputs: list[torch.Tensor], tensor: torch.Tensor, group: Any, async_op: bool):
+        outputs[0].copy_(tensor)
+        return CommHandle(None, outputs) if async_op else None
+
+    def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, group: Any, async_op: bool):
+        output.copy_(input)
+        return CommHandle(None, output) if async_op else None
+
+    def barrier(self, group: Any) -> None:
+        return None
+
+    def broadcast_object_list(self, objs: list, src: int, group: Any) -> None:
+        return None
+
+    def all_gather_object(self, outputs: list, obj: Any, group: Any) -> None:
+        outputs[0] = obj
+
+    def p2p(self, kind: str, tensor: torch.Tensor, peer: int, group: Any):
+        raise RuntimeError(f"{kind}(peer={peer}): there is no peer on the fake link (a world of one process)")
+
+
+class TorchLink:
+    """Collectives over an initialized torch.distributed process group."""
+
+    is_fake = False
+
+    def rank(self, group: Any = None) -> int:
+        return dist.get_rank(group)
+
+    def world_size(self, group: Any = None) -> int:
+        return dist.get_world_size(group)
+
+    def backend(self, group: Any = None) -> str:
+        return str(dist.get_backend(group))
+
+    def device(self) -> torch.device:
+        """Device whose tensors this backend moves (CUDA for nccl, else CPU)."""
+        if self.backend() == "nccl":
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
+    def allreduce(self, tensor: torch.Tensor, op: Any, group: Any, async_op: bool) -> CommHandle | None:
+        finish = None
+        if op is dist.ReduceOp.AVG and self.backend(group) != "nccl":  # gloo has no AVG: sum, then divide
+            size = self.world_size(group)
+            op = dist.ReduceOp.SUM
+
+            def finish() -> None:
+                tensor.div_(size)
+
+        work = dist.all_reduce(tensor, op=op, group=group, async_op=async_op)
+        if async_op:
+            return CommHandle(work, tensor, finish)
+        if finish is not None:
+            finish()
+        return None
+
+    def broadcast(self, tensor: torch.Tensor, src: int, group: Any, async_op: bool) -> CommHandle | None:
+        work = dist.broadcast(tensor, src=src, group=group, async_op=async_op)
+        return CommHandle(work, tensor) if async_op else None
+
+    def reduce(self, tensor: torch.Tensor, dst: int, op: Any, group: Any) -> None:
+        avg = op is dist.ReduceOp.AVG
+        dist.reduce(tensor, dst=dst, op=dist.ReduceOp.SUM if avg else op, group=group)
+        if avg and self.rank() == dst:
+            tensor.div_(self.world_size(group))
+
+    def allgather(self, outputs: list[torch.Tensor], tensor: torch.Tensor, group: Any, async_op: bool):
+        work = dist.all_gather(outputs, tensor, group=group, async_op=async_op)
+        return CommHandle(work, outputs) if async_op else None
+
+    def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, group: Any, async_op: bool):
+        work = dist.all_to_all_single(output, input, group=group, async_op=async_op)
+        return CommHandle(work, output) if async_op else None
+
+    def barrier(self, group: Any) -> None:
+        dist.barrier(group=group)
+
+    def broadcast_object_list(self, objs: list, src: int, group: Any) -> None:
+        dist.broadcast_object_list(objs, src=src, group=group, device=self._object_device())
+
+    def all_gather_object(self, outputs: list, obj: Any, group: Any) -> None:
+        dist.all_gather_object(outputs, obj, group=group)
+
+    def p2p(self, kind: str, tensor: torch.Tensor, peer: int, group: Any):
+        if kind == "send":
+            return dist.send(tensor, dst=peer, group=group)
+        if kind == "recv":
+            return dist.recv(tensor, src=peer, group=group)
+        if kind == "isend":
+            return CommHandle(dist.isend(tensor, dst=peer, group=group), tensor)
+        return CommHandle(dist.irecv(tensor, src=peer, group=group), tensor)
+
+    def _object_device(self) -> torch.device | None:
+        return self.device() if self.backend() == "nccl" else None
+
+
+FAKE_LINK = FakeLink()
+TORCH_LINK = TorchLink()
+_AVAILABLE = dist.is_available()
+
+
+def current_link() -> FakeLink | TorchLink:
+    """The link every helper talks through: torch.distributed if initialized, else the fake link."""
+    if _AVAILABLE and dist.is_initialized():
+        return TORCH_LINK
+    return FAKE_LINK

@@ -1,0 +1,219 @@
+"""Where a process learns its place in the job: arguments, torchrun's variables, SLURM's, or none.
+
+Everything here is pure (it reads a mapping of environment variables), so every launcher's layout is
+testable without the launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+DEFAULT_TIMEOUT_S = 30 * 60
+DEFAULT_PORT = 29500
+TIMEOUT_ENV = "DING_DIST_TIMEOUT"
+
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@dataclass(frozen=True)
+class LaunchSettings:
+    """One process's place in the job and how to reach the master.
+
+    ``source`` is where the numbers came from: ``"arguments"``, ``"torchrun"``, ``"slurm"`` or ``"fake"``
+    (no launcher: a world of one without a process group).
+    """
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_size: int
+    addr: str
+    port: int
+    source: str
+
+    @property
+    def is_fake(self) -> bool:
+        return self.source == "fake"
+
+
+FAKE_SETTINGS = LaunchSettings(0, 1, 0, 1, "127.0.0.1", 0, "fake")
+
+
+def _int_var(env: Mapping[str, str], name: str) -> int:
+    value = env[name]
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be an integer, got {value!r}") from None
+
+
+def _check_rank(rank: int, world_size: int, what: str) -> None:
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size} ({what})")
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, got {rank} ({what})")
+
+
+def _check_port(port: int, what: str) -> int:
+    if not 0 < port < 65536:
+        raise ValueError(f"port must be in [1, 65535], got {port} ({what})")
+    return port
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """Return a TCP port that is free on ``host`` right now.
+
+    Example:
+        >>> port = free_port()
+        >>> 0 < port < 65536
+        True
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def expand_slurm_nodelist(nodelist: str) -> list[str]:
+    """Expand a SLURM host list such as ``"gpu[01-03,07],cpu5"`` into host names.
+
+    Example:
+        >>> expand_slurm_nodelist("node[01-02,5],login")
+        ['node01', 'node02', 'node5', 'login']
+    """
+    hosts: list[str] = []
+    for prefix, ranges, _, plain in re.findall(r"([^,\[]*)\[([^\]]*)\](,|$)|([^,\[\]]+)", nodelist):
+        if plain:
+            hosts.append(plain)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            if not lo.isdigit() or (hi and not hi.isdigit()):
+                raise ValueError(f"cannot parse SLURM node list {nodelist!r}: bad range {part!r}")
+            for number in range(int(lo), int(hi or lo) + 1):
+                hosts.append(f"{prefix}{number:0{len(lo)}d}")
+    if not hosts:
+        raise ValueError(f"cannot parse SLURM node list {nodelist!r}: no host found")
+    return hosts
+
+
+def _slurm_tasks_on_node(tasks_per_node: str, node_id: int) -> int:
+    """Number of tasks on node ``node_id`` from SLURM_TASKS_PER_NODE, e.g. ``"2(x3),1"``."""
+    counts: list[int] = []
+    for item in tasks_per_node.split(","):
+        match = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", item.strip())
+        if not match:
+            raise ValueError(f"cannot parse SLURM_TASKS_PER_NODE {tasks_per_node!r}")
+        counts += [int(match.group(1))] * int(match.group(2) or 1)
+    if not 0 <= node_id < len(counts):
+        raise ValueError(f"SLURM_NODEID {node_id} is outside SLURM_TASKS_PER_NODE {tasks_per_node!r}")
+    return counts[node_id]
+
+
+def _from_torchrun(env: Mapping[str, str]) -> LaunchSettings:
+    missing = [name for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if name not in env]
+    if missing:
+        raise ValueError(f"torchrun-style launch is missing environment variable(s) {', '.join(missing)}")
+    rank, world_size = _int_var(env, "RANK"), _int_var(env, "WORLD_SIZE")
+    _check_rank(rank, world_size, "from RANK/WORLD_SIZE")
+    local_rank = _int_var(env, "LOCAL_RANK") if "LOCAL_RANK" in env else 0
+    local_size = _int_var(env, "LOCAL_WORLD_SIZE") if "LOCAL_WORLD_SIZE" in env else 1
+    port = _check_port(_int_var(env, "MASTER_PORT"), "from MASTER_PORT")
+    return LaunchSettings(rank, world_size, local_rank, local_size, env["MASTER_ADDR"], port, "torchrun")
+
+
+def _from_slurm(env: Mapping[str, str]) -> LaunchSettings:
+    rank, world_size = _int_var(env, "SLURM_PROCID"), _int_var(env, "SLURM_NTASKS")
+    _check_rank(rank, world_size, "from SLURM_PROCID/SLURM_NTASKS")
+    local_rank = _int_var(env, "SLURM_LOCALID") if "SLURM_LOCALID" in env else 0
+    if "SLURM_NTASKS_PER_NODE" in env:
+        local_size = _int_var(env, "SLURM_NTASKS_PER_NODE")
+    elif "SLURM_TASKS_PER_NODE" in env:
+        node_id = _int_var(env, "SLURM_NODEID") if "SLURM_NODEID" in env else 0
+        local_size = _slurm_tasks_on_node(env["SLURM_TASKS_PER_NODE"], node_id)
+    else:
+        local_size = 1
+    if "MASTER_ADDR" in env:
+        addr = env["MASTER_ADDR"]
+    else:
+        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+        addr = expand_slurm_nodelist(nodelist)[0] if nodelist else "127.0.0.1"
+    if "MASTER_PORT" in env:
+        port = _int_var(env, "MASTER_PORT")
+    else:  # every task of a job derives the same port; jobs sharing a node get different ones
+        job_id = _int_var(env, "SLURM_JOB_ID") if "SLURM_JOB_ID" in env else 0
+        port = 15000 + job_id % 20000
+    return LaunchSettings(rank, world_size, local_rank, local_size, addr, _check_port(port, "SLURM"), "slurm")
+
+
+def resolve_launch_settings(
+    rank: int | None = None,
+    world_size: int | None = None,
+    addr: str | None = None,
+    port: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> LaunchSettings:
+    """Decide rank, world size and master address: arguments, else torchrun, else SLURM, else fake link.
+
+    Example:
+        >>> s = resolve_launch_settings(env={"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1",
+        ...     "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"})
+        >>> (s.rank, s.world_size, s.addr, s.source)
+        (1, 2, '10.0.0.1', 'torchrun')
+    """
+    env = os.environ if env is None else env
+    if (rank is None) != (world_size is None):
+        raise ValueError(f"give rank and world_size together, got rank={rank} and world_size={world_size}")
+    if rank is not None and world_size is not None:
+        _check_rank(rank, world_size, "from arguments")
+        addr = addr or env.get("MASTER_ADDR", "127.0.0.1")
+        if port is None:
+            port = int(env["MASTER_PORT"]) if "MASTER_PORT" in env else None
+        if port is None:
+            port = free_port() if world_size == 1 else DEFAULT_PORT
+        local_rank = int(env.get("LOCAL_RANK", rank)) if world_size > 1 else 0
+        local_size = int(env.get("LOCAL_WORLD_SIZE", world_size))
+        return LaunchSettings(
+            rank, world_size, local_rank, local_size, addr, _check_port(port, "argument"), "arguments"
+        )
+    if "RANK" in env or "WORLD_SIZE" in env:
+        settings = _from_torchrun(env)
+    elif "SLURM_PROCID" in env and "SLURM_NTASKS" in env and env["SLURM_NTASKS"] != "1":
+        settings = _from_slurm(env)
+    else:
+        return FAKE_SETTINGS
+    if addr is not None or port is not None:  # explicit address beats the launcher's
+        settings = LaunchSettings(
+            settings.rank,
+            settings.world_size,
+            settings.local_rank,
+            settings.local_size,
+            addr or settings.addr,
+            _check_port(port or settings.port, "argument"),
+            settings.source,
+        )
+    return settings
+
+
+def resolve_timeout(timeout: float | None = None, env: Mapping[str, str] | None = None) -> float:
+    """Collective timeout in seconds: the argument, else ``$DING_DIST_TIMEOUT``, else 30 minutes.
+
+    Example:
+        >>> resolve_timeout(env={"DING_DIST_TIMEOUT": "90"})
+        90.0
+    """
+    env = os.environ if env is None else env
+    if timeout is None and TIMEOUT_ENV in env:
+        raw = env[TIMEOUT_ENV]
+        try:
+            timeout = float(raw)
+        except ValueError:
+            raise ValueError(f"{TIMEOUT_ENV} must be a number of seconds, got {raw!r}") from None
+    if timeout is None:
+        return float(DEFAULT_TIMEOUT_S)
+    if not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+    return float(timeout)

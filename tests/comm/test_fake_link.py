@@ -1,0 +1,170 @@
+"""Every helper in a plain single process (no process group): a world of one."""
+
+import operator
+import pickle
+import threading
+
+import pytest
+import torch
+
+import ding_dist as dd
+
+
+def test_rank_and_sizes_are_those_of_a_world_of_one():
+    assert dd.is_fake()
+    assert (dd.get_rank(), dd.get_world_size(), dd.get_local_rank(), dd.get_local_size()) == (0, 1, 0, 1)
+
+
+@pytest.mark.parametrize("op", ["sum", "avg", "max", "min", "product", torch.distributed.ReduceOp.SUM])
+def test_allreduce_leaves_data_correct(op):
+    t = torch.tensor([1.5, -2.0, 3.0])
+    assert dd.allreduce(t, op=op) is None
+    assert torch.equal(t, torch.tensor([1.5, -2.0, 3.0]))
+    handle = dd.allreduce(t, op=op, async_op=True)
+    assert handle.wait() is t and handle.is_completed()
+
+
+def test_broadcast_allgather_barrier_all_to_all():
+    t = torch.arange(4)
+    dd.broadcast(t, src=0)
+    assert torch.equal(t, torch.arange(4))
+    assert dd.broadcast(t, async_op=True).wait() is t
+    (only,) = dd.allgather(t)
+    assert torch.equal(only, t) and only is not t
+    dd.barrier()
+    out = torch.empty(4, dtype=torch.long)
+    dd.all_to_all_single(out, t)
+    assert torch.equal(out, t)
+
+
+def test_data_helpers():
+    assert dd.allreduce_data(3) == 3 and isinstance(dd.allreduce_data(3), int)
+    assert dd.allreduce_data(3, op="avg") == 3.0 and isinstance(dd.allreduce_data(3, op="avg"), float)
+    x = torch.tensor([1.0, 2.0])
+    y = dd.allreduce_data(x, op="sum")
+    assert torch.equal(x, y) and y is not x
+    assert dd.reduce_data(2.5, dst=0) == 2.5
+    g = torch.tensor([2.0, 4.0])
+    assert torch.equal(dd.allreduce_with_indicator(g, 1), torch.tensor([2.0, 4.0]))
+    assert torch.equal(dd.allreduce_with_indicator(g, 0), torch.zeros(2))
+
+
+def test_object_collectives_return_the_local_value():
+    obj = {"a": [1, 2]}
+    assert dd.broadcast_object(obj) is obj
+    assert dd.broadcast_object_list([1, "x"]) == [1, "x"]
+    assert dd.allgather_object(obj) == [obj]
+    assert dd.allreduce_object(5, reduce_fn=operator.mul) == 5
+    future = dd.allreduce_object_async({"k": 1})
+    assert future.done() and future.result() == {"k": 1}
+
+
+def test_group_of_one():
+    group = dd.get_group(1)
+    assert group.size() == 1 and group.rank() == 0
+    dd.allreduce(torch.ones(2), group=group)
+    assert dd.simple_group_split(1, 0, 1) is group
+
+
+def test_dist_init_without_launcher_is_fake(monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"):
+        monkeypatch.delenv(name, raising=False)
+    assert dd.dist_init() == (0, 1)
+    assert dd.is_fake()
+    dd.dist_finalize()
+    dd.dist_finalize()  # twice is fine
+
+
+def test_dist_mode_runs_the_function_and_returns_its_value():
+    @dd.dist_mode
+    def main(x, y=1):
+        return x + y + dd.get_world_size()
+
+    assert main(1, y=2) == 4
+    assert main.__name__ == "main"
+
+    @dd.dist_mode(backend="gloo")
+    def other():
+        return "ok"
+
+    assert other() == "ok"
+
+
+def test_context_manager_alias():
+    assert dd.DDPContext is dd.DistContext
+    with dd.DDPContext() as ctx:
+        assert (ctx.rank, ctx.world_size) == (0, 1)
+
+
+def test_error_wrapper_returns_default_and_logs(caplog):
+    wrapped = dd.error_wrapper(lambda: 1 / 0, default_ret="fallback", warning_msg="[test]")
+    with caplog.at_level("WARNING"):
+        assert wrapped() == "fallback"
+    assert "ZeroDivisionError" in caplog.text and "[test]" in caplog.text
+    assert dd.error_wrapper(lambda a: a * 2, None)(4) == 8
+    with pytest.raises(TypeError, match="expects a callable"):
+        dd.error_wrapper(3, None)
+
+
+def test_to_ddp_config_with_one_process_changes_nothing():
+    from easydict import EasyDict
+
+    cfg = EasyDict(policy=dict(learn=dict(batch_size=64), collect=dict(n_sample=96)))
+    assert dd.to_ddp_config(cfg) == cfg
+
+
+def test_to_ddp_config_divides_per_process_sizes(caplog):
+    from easydict import EasyDict
+
+    cfg = EasyDict(policy=dict(batch_size=10, learn=dict(batch_size=64, lr=0.1), collect=dict(n_sample=99)))
+    with caplog.at_level("INFO"):
+        out = dd.to_ddp_config(cfg, world_size=2)
+    assert out.policy.learn.batch_size == 32 and out.policy.batch_size == 5
+    assert out.policy.collect.n_sample == 50 and out.policy.learn.lr == 0.1
+    assert cfg.policy.learn.batch_size == 64  # the input is not modified
+    assert "does not divide" in caplog.text and "policy.learn.batch_size 64 -> 32" in caplog.text
+
+
+# ---- bad input: every error names the bad value and what was expected ----
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: dd.allreduce(torch.ones(1), op="mean"), ValueError, "op must be one of .* got 'mean'"),
+        (lambda: dd.allreduce([1.0], op="sum"), TypeError, "expects a torch.Tensor, got list"),
+        (lambda: dd.allreduce(torch.ones(2, dtype=torch.long), op="avg"), TypeError, "torch.int64"),
+        (lambda: dd.broadcast(torch.ones(1), src=1), ValueError, r"src must be a rank in \[0, 0\].* got 1"),
+        (lambda: dd.broadcast(3.0), TypeError, "got float"),
+        (lambda: dd.reduce_data(1.0, dst=2), ValueError, "dst must be a rank .* got 2"),
+        (lambda: dd.allreduce_data("7"), TypeError, "got str"),
+        (lambda: dd.allreduce_with_indicator(torch.ones(2), 0.5), ValueError, "indicator must be 0 or 1, got 0.5"),
+        (lambda: dd.get_group(2), ValueError, "group_size 2 does not divide the world size 1"),
+        (lambda: dd.get_group(0), ValueError, "positive int, got 0"),
+        (lambda: dd.simple_group_split(2, 0, 1), ValueError, "world_size 2 differs"),
+        (lambda: dd.send(torch.ones(1), peer=1), RuntimeError, "no peer on the fake link"),
+        (lambda: dd.dist_init(rank=1, world_size=1), ValueError, "got 1"),
+        (lambda: dd.dist_init(backend="tcp"), ValueError, "backend must be one of .* got 'tcp'"),
+        (lambda: dd.allreduce_object(1, reduce_fn=3), TypeError, "reduce_fn must be a callable"),
+        (lambda: dd.launch(lambda: 0, 2), TypeError, "module-level"),
+        (lambda: dd.launch(print, 0), ValueError, "nproc must be a positive int, got 0"),
+    ],
+)
+def test_bad_input_is_a_clear_error(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only error")
+def test_nccl_without_cuda_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="needs CUDA.*use backend='gloo'"):
+        dd.dist_init(backend="nccl", rank=0, world_size=1)
+
+
+def test_unpicklable_object_is_a_clear_error():
+    lock = threading.Lock()
+    with pytest.raises(TypeError, match="could not pickle its value of type lock"):
+        dd.broadcast_object(lock)
+    with pytest.raises(TypeError, match="type lock"):
+        dd.allgather_object(lock)
+    pickle.dumps(1)
