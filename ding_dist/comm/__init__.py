@@ -20,6 +20,15 @@ from .collectives import (
     reduce_op,
     send,
 )
+from .debug import (
+    CollectiveMismatchError,
+    DeadRankError,
+    DesyncError,
+    check_consistency,
+    debug_enabled,
+    health_check,
+    set_debug,
+)
 from .groups import get_group, simple_group_split
 from .helpers import error_wrapper, to_ddp_config
 from .init import (
@@ -47,6 +56,13 @@ from .objects import (
 from .settings import LaunchSettings, expand_slurm_nodelist, free_port, resolve_launch_settings, resolve_timeout
 
 __all__ = [
+    "CollectiveMismatchError",
+    "DeadRankError",
+    "DesyncError",
+    "check_consistency",
+    "debug_enabled",
+    "health_check",
+    "set_debug",
     "CommHandle",
     "DDPContext",
     "DistContext",

@@ -196,10 +196,21 @@ class TorchLink:
 FAKE_LINK = FakeLink()
 TORCH_LINK = TorchLink()
 _AVAILABLE = dist.is_available()
+_torch_link: TorchLink = TORCH_LINK  # swapped for a checking link in debug mode
+
+
+def set_torch_link(link: TorchLink) -> None:
+    """Choose the link used while a process group runs (debug mode installs a checking one)."""
+    global _torch_link
+    _torch_link = link
+
+
+def get_torch_link() -> TorchLink:
+    return _torch_link
 
 
 def current_link() -> FakeLink | TorchLink:
     """The link every helper talks through: torch.distributed if initialized, else the fake link."""
     if _AVAILABLE and dist.is_initialized():
-        return TORCH_LINK
+        return _torch_link
     return FAKE_LINK
