@@ -114,6 +114,36 @@ def allgather(tensor: torch.Tensor, group: Any = None) -> list[torch.Tensor]:
     return outputs
 
 
+def allgather_into_tensor(output: torch.Tensor, input: torch.Tensor, group: Any = None, async_op: bool = False):
+    """Gather every rank's ``input`` into the flat ``output`` (world size x ``input.numel()``), rank order.
+
+    Example:
+        >>> out = torch.empty(2)
+        >>> allgather_into_tensor(out, torch.tensor([1.0, 2.0]))
+        >>> out
+        tensor([1., 2.])
+    """
+    _check_tensor(output, "allgather_into_tensor")
+    _check_tensor(input, "allgather_into_tensor")
+    link = current_link()
+    expected = input.numel() * link.world_size(group)
+    if output.numel() != expected:
+        raise ValueError(
+            f"allgather_into_tensor: output must hold world size x input = {expected} elements, got {output.numel()}"
+        )
+    return link.allgather_into_tensor(output, input, group, async_op)
+
+
+def get_global_rank(group: Any, group_rank: int) -> int:
+    """Global rank of ``group``'s member ``group_rank`` (``src``/``dst``/``peer`` arguments are global).
+
+    Example:
+        >>> get_global_rank(None, 0)
+        0
+    """
+    return current_link().global_rank(group, group_rank)
+
+
 def all_to_all_single(output: torch.Tensor, input: torch.Tensor, group: Any = None, async_op: bool = False):
     """Split ``input`` into world-size equal chunks, send chunk i to rank i, receive into ``output``.
 

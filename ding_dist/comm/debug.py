@@ -100,6 +100,10 @@ class DebugLink(_link.TorchLink):
         _check("all_to_all_single", input, group)
         return super().all_to_all_single(output, input, group, async_op)
 
+    def allgather_into_tensor(self, output, input, group, async_op):
+        _check("allgather_into_tensor", input, group)
+        return super().allgather_into_tensor(output, input, group, async_op)
+
     def barrier(self, group):
         _check("barrier", None, group)
         return super().barrier(group)

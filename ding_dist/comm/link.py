@@ -104,6 +104,13 @@ class FakeLink:
         output.copy_(input)
         return CommHandle(None, output) if async_op else None
 
+    def allgather_into_tensor(self, output: torch.Tensor, input: torch.Tensor, group: Any, async_op: bool):
+        output.copy_(input.reshape(output.shape))
+        return CommHandle(None, output) if async_op else None
+
+    def global_rank(self, group: Any, group_rank: int) -> int:
+        return group_rank
+
     def barrier(self, group: Any) -> None:
         return None
 
@@ -170,6 +177,13 @@ class TorchLink:
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, group: Any, async_op: bool):
         work = dist.all_to_all_single(output, input, group=group, async_op=async_op)
         return CommHandle(work, output) if async_op else None
+
+    def allgather_into_tensor(self, output: torch.Tensor, input: torch.Tensor, group: Any, async_op: bool):
+        work = dist.all_gather_into_tensor(output, input, group=group, async_op=async_op)
+        return CommHandle(work, output) if async_op else None
+
+    def global_rank(self, group: Any, group_rank: int) -> int:
+        return group_rank if group is None else dist.get_global_rank(group, group_rank)
 
     def barrier(self, group: Any) -> None:
         dist.barrier(group=group)

@@ -135,3 +135,24 @@ def test_src_outside_the_world_is_a_clear_error(run_ranks):
     with pytest.raises(dd.LaunchError, match=r"src must be a rank in \[0, 1\] for world size 2, got 2") as info:
         run_ranks(_bad_src, 2)
     assert isinstance(info.value.exception, ValueError)
+
+
+def _gather_into_and_global_rank():
+    r, w = dd.get_rank(), dd.get_world_size()
+    out = torch.empty(2 * w)
+    handle = dd.allgather_into_tensor(out, torch.tensor([r, 10.0 * r]), async_op=True)
+    handle.wait()
+    group = dd.get_group(w)
+    return out.tolist(), dd.get_global_rank(group, w - 1), dd.get_global_rank(None, 0)
+
+
+@pytest.mark.parametrize("nproc", WORLDS)
+def test_allgather_into_tensor_and_global_rank(run_ranks, nproc):
+    for out, last, first in run_ranks(_gather_into_and_global_rank, nproc):
+        assert out == [x for r in range(nproc) for x in (float(r), 10.0 * r)]
+        assert (last, first) == (nproc - 1, 0)
+
+
+def test_allgather_into_tensor_checks_the_output_size():
+    with pytest.raises(ValueError, match="world size x input = 2 elements, got 3"):
+        dd.allgather_into_tensor(torch.empty(3), torch.ones(2))
