@@ -1,0 +1,125 @@
+"""Read DI-engine style Python config files and write resolved configs back as Python files."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import runpy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from easydict import EasyDict
+
+from ding_dist.config.compile import to_plain
+from ding_dist.config.errors import ConfigError
+from ding_dist.utils.fileio import atomic_write_text
+
+__all__ = ["read_config", "save_config"]
+
+
+def read_config(path: str | os.PathLike) -> tuple[EasyDict, EasyDict]:
+    """Execute the Python config file ``path`` and return its ``(main_config, create_config)``.
+
+    The file is run as a module named ``__ding_dist_config__`` (so an ``if __name__ == "__main__":``
+    block in it does not start training). ``create_config`` is optional and defaults to an empty dict.
+    A missing file, an error while running it, or no ``main_config`` -> ConfigError naming the path.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> p = pathlib.Path(tempfile.mkdtemp()) / "my_config.py"
+        >>> _ = p.write_text("main_config = dict(exp_name='demo', policy=dict(cuda=False))\\n")
+        >>> main, create = read_config(p)
+        >>> main.policy.cuda, dict(create)
+        (False, {})
+    """
+    p = Path(path)
+    if not p.is_file():
+        what = "is a directory, not a file" if p.is_dir() else "does not exist"
+        raise ConfigError(f"config file {str(p)!r} {what}")
+    if p.suffix != ".py":
+        raise ConfigError(f"config file {str(p)!r} must be a Python file (.py) defining main_config")
+    try:
+        namespace = runpy.run_path(str(p), run_name="__ding_dist_config__")
+    except Exception as e:
+        raise ConfigError(f"error while executing config file {str(p)!r}: {type(e).__name__}: {e}") from e
+    if "main_config" not in namespace:
+        raise ConfigError(f"config file {str(p)!r} does not define 'main_config'")
+    main, create = namespace["main_config"], namespace.get("create_config", {})
+    for name, value in (("main_config", main), ("create_config", create)):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"config file {str(p)!r}: {name} must be a dict or EasyDict, got {type(value).__name__}")
+    return EasyDict(to_plain(main)), EasyDict(to_plain(create))
+
+
+def _literal(value: Any, key: str, indent: int) -> str:
+    """Python source for ``value`` that evaluates back to an equal value."""
+    pad, inner = " " * indent, " " * (indent + 4)
+    if value is None or isinstance(value, (bool, str)):
+        return repr(value)
+    if isinstance(value, numbers.Integral):
+        return repr(int(value))
+    if isinstance(value, numbers.Real):
+        f = float(value)
+        if math.isnan(f):
+            return "float('nan')"
+        if math.isinf(f):
+            return "float('inf')" if f > 0 else "-float('inf')"
+        return repr(f)
+    if isinstance(value, Mapping):
+        if not value:
+            return "{}"
+        lines = []
+        for k, v in value.items():
+            if not (k is None or isinstance(k, (str, int, float, bool))):
+                raise ConfigError(f"cannot save config key {key!r}: sub-key {k!r} is not a str or number")
+            lines.append(f"{inner}{k!r}: {_literal(v, f'{key}.{k}' if key else str(k), indent + 4)},\n")
+        return "{\n" + "".join(lines) + pad + "}"
+    if isinstance(value, (list, tuple)):
+        open_, close = ("[", "]") if isinstance(value, list) else ("(", ")")
+        if not value:
+            return open_ + close
+        items = "".join(f"{inner}{_literal(v, f'{key}[{i}]', indent + 4)},\n" for i, v in enumerate(value))
+        return open_ + "\n" + items + pad + close
+    raise ConfigError(
+        f"cannot save config key {key!r}: value {value!r} of type {type(value).__name__} is not a plain "
+        "literal (dict, list, tuple, str, int, float, bool or None)"
+    )
+
+
+def save_config(cfg: Mapping, path: str | os.PathLike) -> Path:
+    """Write the resolved config ``cfg`` atomically as a Python file that :func:`read_config` loads back.
+
+    The file defines ``main_config`` (all of ``cfg``) and ``create_config`` (``cfg.create_config``, or an
+    empty dict); ``read_config(path)`` returns ``(main, create)`` with ``main == cfg``.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> cfg = EasyDict(exp_name="demo", seed=1, create_config={"policy": {"type": "dqn"}})
+        >>> p = save_config(cfg, pathlib.Path(tempfile.mkdtemp()) / "config.py")
+        >>> read_config(p)[0] == cfg
+        True
+    """
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"save_config expects a dict/EasyDict config, got {type(cfg).__name__}")
+    plain = to_plain(cfg)
+    create = plain.pop("create_config", None)
+    parts = [
+        '"""Resolved ding_dist config, written by ding_dist.config.save_config.',
+        "",
+        "Load it with ding_dist.config.read_config(path) or pass this file to `ding-dist train`.",
+        '"""',
+        "",
+        "from easydict import EasyDict",
+        "",
+        f"main_config = EasyDict({_literal(plain, '', 0)})",
+    ]
+    if create is not None:
+        parts += [
+            f"create_config = EasyDict({_literal(create, 'create_config', 0)})",
+            "main_config.create_config = create_config",
+        ]
+    else:
+        parts.append("create_config = EasyDict({})")
+    return atomic_write_text(path, "\n".join(parts) + "\n")

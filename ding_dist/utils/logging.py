@@ -1,0 +1,230 @@
+"""Rank-aware logging: text logs, TensorBoard scalars plus a JSON-lines copy, and progress bars.
+
+Rank 0 writes everything; other ranks only print warnings and errors (prefixed with their rank) and
+write no files, so N processes produce one set of logs.
+
+TensorBoard keys follow SB3/CleanRL: ``rollout/ep_rew_mean``, ``rollout/ep_len_mean``,
+``eval/mean_reward``, ``train/loss``, ``train/<name>``, ``time/fps``, ``time/env_steps``,
+``time/train_iters``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import numbers
+import os
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from ding_dist.utils.fileio import atomic_write_text
+
+__all__ = ["get_logger", "MetricWriter", "progress_bar", "read_metrics", "METRICS_FILE"]
+
+METRICS_FILE = "metrics.jsonl"
+_RESERVED = ("step", "wall_time")
+_FMT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_DATEFMT = "%H:%M:%S"
+
+
+def _rank_and_world() -> tuple[int, int]:
+    from ding_dist.comm import get_rank, get_world_size  # lazy: the rank is read when a record is emitted
+
+    return get_rank(), get_world_size()
+
+
+class _RankFilter(logging.Filter):
+    """Let rank 0 through at any level; other ranks only at WARNING and above."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            return True
+        return _rank_and_world()[0] == 0
+
+
+class _RankFormatter(logging.Formatter):
+    """Prefix each line with ``[rank R]`` when the world has more than one process."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        rank, world = _rank_and_world()
+        return f"[rank {rank}] {text}" if world > 1 else text
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Write to the *current* ``sys.stderr`` (so redirections made after setup are honoured)."""
+
+    _ding_dist = True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+def get_logger(name: str) -> logging.Logger:
+    """Return ``logging.getLogger(name)`` with a rank-aware stderr handler on its top-level package.
+
+    INFO and above are printed on rank 0; other ranks print WARNING and above, prefixed with their rank
+    when the world size is > 1. Rank is looked up when a record is emitted, so module-level loggers
+    created before ``dist_init`` behave right afterwards.
+
+    Example:
+        >>> log = get_logger("ding_dist.demo")
+        >>> log.info("collected %d steps", 128)  # printed on rank 0 only
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"logger name must be a non-empty string, got {name!r}")
+    logger = logging.getLogger(name)
+    top = logging.getLogger(name.split(".")[0])
+    if not any(getattr(h, "_ding_dist", False) for h in top.handlers):
+        handler = _StderrHandler()
+        handler.addFilter(_RankFilter())
+        handler.setFormatter(_RankFormatter(_FMT, _DATEFMT))
+        top.addHandler(handler)
+        if top.level == logging.NOTSET:
+            top.setLevel(logging.INFO)
+    return logger
+
+
+def _as_float(key: str, value: Any) -> float:
+    if hasattr(value, "item") and callable(value.item):  # torch / numpy scalars
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"metric {key!r} must be a real number, got {value!r} ({type(value).__name__})")
+    return float(value)
+
+
+def _json_number(x: float) -> float | str:
+    return x if math.isfinite(x) else str(x)  # 'nan' / 'inf' keep the file strict JSON
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict]:
+    """Read the records of a ``metrics.jsonl`` file (or of a folder holding one), oldest first.
+
+    Lines that are not valid JSON (e.g. a last line cut short by a crash) are skipped.
+
+    Example:
+        >>> import tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> w = MetricWriter(d, tensorboard=False); w.scalar("eval/mean_reward", 9.5, step=100); w.close()
+        >>> [(r["step"], r["eval/mean_reward"]) for r in read_metrics(d)]
+        [(100, 9.5)]
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / METRICS_FILE
+    if not p.is_file():
+        raise FileNotFoundError(f"no metrics file at {str(p)!r}")
+    records = []
+    with open(p, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("step"), int):
+                records.append({k: float(v) if isinstance(v, str) else v for k, v in rec.items()})
+    return records
+
+
+class MetricWriter:
+    """Scalars to TensorBoard and to ``log_dir/metrics.jsonl`` on rank 0; a no-op on other ranks.
+
+    Each :meth:`scalars` call appends one JSON line ``{"step": s, "wall_time": t, "<key>": value, ...}``.
+    ``purge_step`` (when resuming at step S) drops records at steps >= S left by the interrupted run,
+    both in TensorBoard and in the JSON-lines file. ``tensorboard=False`` writes only the JSON lines.
+
+    Example:
+        >>> import tempfile
+        >>> with MetricWriter(tempfile.mkdtemp(), tensorboard=False) as w:
+        ...     w.scalars({"rollout/ep_rew_mean": 21.0, "time/fps": 900.0}, step=500)
+    """
+
+    def __init__(self, log_dir: str | os.PathLike, purge_step: int | None = None, tensorboard: bool = True):
+        if purge_step is not None and (isinstance(purge_step, bool) or not isinstance(purge_step, int)):
+            raise TypeError(f"purge_step must be an int or None, got {purge_step!r}")
+        self.log_dir = Path(log_dir)
+        self.enabled = _rank_and_world()[0] == 0
+        self._tb = None
+        self._file = None
+        if not self.enabled:
+            return
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        path = self.log_dir / METRICS_FILE
+        if purge_step is not None and path.is_file():
+            kept = [r for r in read_metrics(path) if r["step"] < purge_step]
+            atomic_write_text(path, "".join(json.dumps(self._encode(r)) + "\n" for r in kept))
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(log_dir=str(self.log_dir), purge_step=purge_step)
+        self._file = open(path, "a", encoding="utf-8")
+
+    @staticmethod
+    def _encode(record: Mapping[str, Any]) -> dict:
+        return {k: _json_number(v) if isinstance(v, float) else v for k, v in record.items()}
+
+    def scalars(self, values: Mapping[str, Any], step: int) -> None:
+        """Log several scalars at ``step`` (e.g. env steps)."""
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+            raise TypeError(f"step must be an int, got {step!r}")
+        if not isinstance(values, Mapping):
+            raise TypeError(f"values must be a dict of metric name -> number, got {type(values).__name__}")
+        clean = {}
+        for key, value in values.items():
+            if not isinstance(key, str) or key in _RESERVED:
+                raise ValueError(f"metric name must be a string other than {_RESERVED}, got {key!r}")
+            clean[key] = _as_float(key, value)
+        if not self.enabled or self._file is None:
+            return
+        if self._tb is not None:
+            for key, value in clean.items():
+                self._tb.add_scalar(key, value, int(step))
+        record = {"step": int(step), "wall_time": time.time(), **clean}
+        self._file.write(json.dumps(self._encode(record)) + "\n")
+        self._file.flush()
+
+    def scalar(self, key: str, value: Any, step: int) -> None:
+        """Log one scalar at ``step``."""
+        self.scalars({key: value}, step)
+
+    def flush(self) -> None:
+        """Push buffered events to disk."""
+        if self._tb is not None:
+            self._tb.flush()
+        if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        """Flush and close; later calls are no-ops."""
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> MetricWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def progress_bar(total: int | None, desc: str = "", initial: int = 0) -> tqdm:
+    """A tqdm bar shown on rank 0 and disabled (silent, still countable) on the other ranks.
+
+    Example:
+        >>> bar = progress_bar(100, desc="env steps")
+        >>> bar.update(10); bar.close()
+    """
+    if total is not None and (isinstance(total, bool) or not isinstance(total, numbers.Integral) or total < 0):
+        raise ValueError(f"total must be an int >= 0 or None, got {total!r}")
+    return tqdm(total=total, desc=desc, initial=initial, disable=_rank_and_world()[0] != 0, dynamic_ncols=True)
