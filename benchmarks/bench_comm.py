@@ -84,8 +84,10 @@ def main() -> None:
     sizes = [s for s in SIZES if s <= args.max_mb * (1 << 20)]
 
     fake = _fake_link_cost()
-    print(f"fake link: allreduce {fake['allreduce_us']:.2f} us/call, broadcast {fake['broadcast_us']:.2f} us/call "
-          f"(an empty Python call: {fake['empty_call_us']:.3f} us), best of 7 x 20000 calls")
+    print(
+        f"fake link: allreduce {fake['allreduce_us']:.2f} us/call, broadcast {fake['broadcast_us']:.2f} us/call "
+        f"(an empty Python call: {fake['empty_call_us']:.3f} us), best of 7 x 20000 calls"
+    )
 
     rows = dd.launch(_measure, args.nproc, sizes, args.repeats, timeout=3600)[0]
     print(f"\n{args.nproc} gloo ranks on localhost, median of {args.repeats} alternating blocks per size")
