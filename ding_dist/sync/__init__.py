@@ -1,6 +1,47 @@
-"""Gradient synchronization engine (placeholder until the engine lands: returns its inputs)."""
+"""Gradient synchronization: bucketed, overlapped averaging of gradients across ranks.
 
+``model, optimizer = distribute(model, optimizer, algorithm='gradient_allreduce')`` wraps a module
+so that after every ``loss.backward()`` its gradients are averaged across the process group;
+``sync_gradients(model)`` does the same on demand. Algorithms live one per file in
+:mod:`ding_dist.sync.algorithms`.
+"""
 
-def distribute(model, optimizer, algorithm="gradient_allreduce", **options):
-    """Placeholder: the real engine wraps ``model`` so gradients are averaged across ranks."""
-    return model, optimizer
+from .algorithms import (
+    Algorithm,
+    DistributedAlgorithm,
+    available_algorithms,
+    get_algorithm,
+    register_algorithm,
+)
+from .algorithms.qadam import QAdamOptimizer
+from .bucket import Bucket, Pending
+from .engine import DistributedModel, allreduce_parameters, broadcast_parameters, distribute
+from .functional import sync_gradients
+from .options import (
+    AlgorithmOption,
+    BaguaDistributedOption,
+    DDPOption,
+    DistributedBaseOption,
+    get_default_distributed_option,
+)
+
+__all__ = [
+    "Algorithm",
+    "AlgorithmOption",
+    "BaguaDistributedOption",
+    "Bucket",
+    "DDPOption",
+    "DistributedAlgorithm",
+    "DistributedBaseOption",
+    "DistributedModel",
+    "Pending",
+    "QAdamOptimizer",
+    "allreduce_parameters",
+    "available_algorithms",
+    "broadcast_parameters",
+    "distribute",
+    "get_algorithm",
+    "get_default_distributed_option",
+    "register_algorithm",
+    "sync_gradients",
+]

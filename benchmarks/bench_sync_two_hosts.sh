@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Run benchmarks/bench_sync.py with one rank per network namespace across a rate-limited veth pair
+# (/work/shared/tools/two-hosts; needs root). Usage:
+#   benchmarks/bench_sync_two_hosts.sh RATE [bench_sync.py options...]
+# e.g. benchmarks/bench_sync_two_hosts.sh 100mbit --steps 8 --rounds 4 --loss-check
+# The hosts are always taken down again, also on failure or Ctrl-C.
+set -euo pipefail
+RATE=${1:?usage: $0 RATE [bench_sync.py options...]}
+shift
+TWO_HOSTS=${TWO_HOSTS:-/work/shared/tools/two-hosts}
+PY=${PYTHON:-/work/venv/bin/python}
+HERE=$(cd "$(dirname "$0")" && pwd)
+PORT=${MASTER_PORT:-29533}
+"$TWO_HOSTS" up "$RATE"
+trap '"$TWO_HOSTS" down' EXIT
+MASTER_PORT=$PORT "$TWO_HOSTS" run 1 "$PY" "$HERE/bench_sync.py" --rank 1 --world-size 2 --link "$RATE" "$@" &
+peer=$!
+MASTER_PORT=$PORT "$TWO_HOSTS" run 0 "$PY" "$HERE/bench_sync.py" --rank 0 --world-size 2 --link "$RATE" "$@"
+wait "$peer"

@@ -1,0 +1,201 @@
+"""Scatter-reduce then all-gather of a bucket through a byte codec (shared by several algorithms).
+
+Each rank splits its (padded) gradient into ``W`` equal chunks, encodes them and sends chunk ``r``
+to rank ``r`` with one all-to-all, each row prefixed by the rank's indicator slots (one byte per
+parameter), so every rank learns how many ranks produced each parameter. Rank ``r`` decodes the
+``W`` copies of its chunk, averages them over the producing ranks in float32, encodes the result
+and an all-gather hands every rank all ``W`` reduced chunks. Every rank decodes the same bytes, so
+the result is bitwise identical everywhere.
+
+Row layout (bytes): ``[indicators, padded to 8 | payload]``; chunks are padded to a multiple of 8
+values, so every payload can be viewed in place as its dtype (no copies when decoding).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ding_dist.sync._primitives import Link
+from ding_dist.sync.bucket import Bucket, Pending
+
+_ALIGN = 8
+
+
+class RawCodec:
+    """Sends the values' own bytes (no compression)."""
+
+    __slots__ = ()
+
+    def nbytes(self, n: int, dtype: torch.dtype) -> int:
+        return n * torch.empty(0, dtype=dtype).element_size()
+
+    def encode_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        out.view(x.dtype).copy_(x)
+
+    def decode(self, data: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        return data.view(dtype)
+
+
+class HalfCodec:
+    """Sends values cast to a 16-bit float (float16 values are clamped to its finite range)."""
+
+    __slots__ = ("dtype", "limit")
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        if dtype not in (torch.float16, torch.bfloat16):
+            raise ValueError(f"HalfCodec needs torch.float16 or torch.bfloat16, got {dtype}")
+        self.dtype = dtype
+        self.limit = torch.finfo(dtype).max
+
+    def nbytes(self, n: int, dtype: torch.dtype) -> int:
+        return 2 * n
+
+    def encode_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        if self.dtype == torch.float16:
+            x = x.clamp(-self.limit, self.limit)
+        out.view(self.dtype).copy_(x)
+
+    def decode(self, data: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        return data.view(self.dtype)
+
+
+class MinMaxUInt8Codec:
+    """8-bit min-max quantization per row: ``x ~ min + q * (max - min) / 255`` (ByteGrad's).
+
+    A row travels as 8 header bytes (float32 min and float32 step) and one byte per value, the
+    value rounded to the nearest of the 256 levels.
+    """
+
+    __slots__ = ()
+    header = 8
+
+    def nbytes(self, n: int, dtype: torch.dtype) -> int:
+        return self.header + n
+
+    def encode_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        x32 = x.float()
+        lo = x32.amin(dim=1, keepdim=True)  # (torch.aminmax is far slower on CPU here)
+        step = (x32.amax(dim=1, keepdim=True) - lo) / 255.0
+        step = torch.where(step > 0, step, torch.ones_like(step))
+        out[:, : self.header].view(torch.float32).copy_(torch.cat([lo, step], dim=1))
+        # (x - lo) / step + 0.5, truncated by the cast, rounds these non-negative values to nearest
+        q = torch.sub(x32, lo).div_(step).add_(0.5).clamp_(0.0, 255.0)
+        out[:, self.header :].copy_(q)
+
+    def decode(self, data: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        header = data[:, : self.header].view(torch.float32)
+        return data[:, self.header :].float().mul_(header[:, 1:2]).add_(header[:, :1])  # (addcmul is slower)
+
+
+Codec = RawCodec | HalfCodec | MinMaxUInt8Codec
+
+
+class _Scratch:
+    """Buffers of one piece of one bucket, reused every step."""
+
+    __slots__ = ("start", "stop", "chunk", "x", "msg", "received", "reduced_msg", "gathered", "elem_index", "ind_bytes")
+
+    def __init__(self, start: int, stop: int, world: int, n_params: int, codec: Codec, like: torch.Tensor) -> None:
+        self.start, self.stop = start, stop
+        self.chunk = max(1, math.ceil((stop - start) / world / _ALIGN)) * _ALIGN
+        row_bytes = codec.nbytes(self.chunk, like.dtype)
+        self.ind_bytes = math.ceil(n_params / _ALIGN) * _ALIGN
+        self.x = torch.zeros(world * self.chunk, dtype=like.dtype, device=like.device)  # the padding stays zero
+        self.msg = torch.zeros(world, self.ind_bytes + row_bytes, dtype=torch.uint8, device=like.device)
+        self.received = torch.empty_like(self.msg)
+        self.reduced_msg = torch.empty(1, row_bytes, dtype=torch.uint8, device=like.device)
+        self.gathered = torch.empty(world, row_bytes, dtype=torch.uint8, device=like.device)
+        self.elem_index: torch.Tensor | None = None
+
+
+class ScatterGatherState:
+    """Codec, piece size, optional error-feedback residuals and per-piece scratch buffers.
+
+    A bucket is sent as pieces of at most ``piece_elems`` values, each with its own all-to-all
+    and all-gather, all started before any is waited on: gloo moves several medium messages over
+    a slow link far better than one large one (measured on a 100 Mbit/s link: 8 pieces of an
+    all-to-all ~1.5x faster than one; on 1 Gbit/s, 1 MB pieces beat 4 MB and 16 MB ones).
+    """
+
+    __slots__ = ("link", "codec", "error_feedback", "piece_elems", "residuals", "scratch")
+
+    def __init__(self, link: Link, codec: Codec, error_feedback: bool = False, piece_mb: float = 1.0) -> None:
+        if not (isinstance(piece_mb, (int, float)) and math.isfinite(piece_mb) and piece_mb > 0):
+            raise ValueError(f"piece_mb must be a finite number > 0, got {piece_mb!r}")
+        self.link = link
+        self.codec = codec
+        self.error_feedback = bool(error_feedback)
+        self.piece_elems = max(_ALIGN * link.world_size, int(piece_mb * 2**20 / 4))
+        self.residuals: dict[tuple[int, int], torch.Tensor] = {}
+        self.scratch: dict[int, list[_Scratch]] = {}
+
+
+def _pieces(state: ScatterGatherState, bucket: Bucket) -> list[_Scratch]:
+    pieces = state.scratch.get(bucket.index)
+    if pieces is None:
+        n, size = bucket.numel, state.piece_elems
+        count = max(1, math.ceil(n / size))
+        bounds = [round(i * n / count) for i in range(count + 1)]  # equal pieces
+        pieces = state.scratch[bucket.index] = [
+            _Scratch(a, b, state.link.world_size, len(bucket.params), state.codec, bucket.buffer)
+            for a, b in zip(bounds[:-1], bounds[1:])
+        ]
+    return pieces
+
+
+def scatter_gather(state: ScatterGatherState, bucket: Bucket, values: torch.Tensor | None = None) -> Pending:
+    """Start averaging ``values`` (default ``bucket.grads``) into ``bucket.grads`` over producers."""
+    link, codec = state.link, state.codec
+    world, rank = link.world_size, link.rank
+    p = len(bucket.params)
+    dtype = bucket.buffer.dtype
+    source = bucket.grads if values is None else values
+    pieces = _pieces(state, bucket)
+    indicators = bucket.indicators.to(torch.uint8)
+    works = []
+    for k, sc in enumerate(pieces):
+        x = sc.x
+        x[: sc.stop - sc.start].copy_(source[sc.start : sc.stop])
+        if state.error_feedback:
+            residual = state.residuals.get((bucket.index, k))
+            if residual is not None:
+                x.add_(residual)
+        sc.msg[:, :p].copy_(indicators)
+        payload = sc.msg[:, sc.ind_bytes :]
+        codec.encode_into(x.view(world, sc.chunk), payload)
+        if state.error_feedback:
+            state.residuals[(bucket.index, k)] = x - codec.decode(payload, dtype).reshape(-1)
+        works.append(link.all_to_all(sc.received.view(-1), sc.msg.view(-1)))
+    counts: list[float] = []
+
+    def reduce_pieces() -> Pending:
+        ind = pieces[0].received[:, :p].to(torch.float32)  # every piece carries the same indicators
+        counts.extend(float(round(c)) for c in ind.sum(dim=0).tolist())
+        everyone = min(counts) >= world
+        works2 = []
+        for sc in pieces:
+            parts = codec.decode(sc.received[:, sc.ind_bytes :], dtype)
+            if everyone:
+                reduced = parts.sum(dim=0, dtype=torch.float32).div_(world)
+            else:
+                if sc.elem_index is None:
+                    lo = sc.start + rank * sc.chunk
+                    idx = bucket.element_param_index(lo, lo + sc.chunk)
+                    idx[torch.arange(lo, lo + sc.chunk, device=idx.device) >= sc.stop] = p  # padding
+                    sc.elem_index = idx
+                mask = torch.cat([ind, torch.zeros_like(ind[:, :1])], dim=1)[:, sc.elem_index]
+                reduced = (parts * mask).sum(dim=0, dtype=torch.float32) / mask.sum(dim=0).clamp(min=1)
+            codec.encode_into(reduced.view(1, sc.chunk), sc.reduced_msg)
+            works2.append(link.allgather(sc.gathered.view(-1), sc.reduced_msg.view(-1)))
+
+        def unpack() -> list[float]:
+            for sc in pieces:
+                decoded = codec.decode(sc.gathered, dtype).reshape(-1)
+                bucket.grads[sc.start : sc.stop].copy_(decoded[: sc.stop - sc.start])
+            return counts
+
+        return Pending(works2, unpack)
+
+    return Pending(works, reduce_pieces)

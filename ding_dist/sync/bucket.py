@@ -1,0 +1,260 @@
+"""Buckets: parameters grouped into flat, contiguous gradient buffers.
+
+A bucket owns one flat tensor laid out as ``[grad_0 | grad_1 | ... | grad_{P-1} | ind_0 ... ind_{P-1}]``:
+the gradients of its ``P`` parameters (each ``param.grad`` is a view into it, so no copy is needed
+when autograd accumulates in place) followed by one indicator slot per parameter (1 when this rank
+produced a gradient for that parameter in the current backward pass, else 0). Summing the whole
+buffer across ranks therefore yields, in one collective, both the gradient sum and the number of
+ranks that contributed to each parameter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["Bucket", "Pending", "build_buckets"]
+
+
+class Bucket:
+    """A group of parameters whose gradients travel together.
+
+    Attributes an algorithm reads: ``index`` (launch order, identical on every rank), ``params``,
+    ``numel`` (gradient elements, indicators excluded), ``buffer`` (gradients then indicators),
+    ``grads`` (``buffer[:numel]``), ``indicators`` (``buffer[numel:]``), ``offsets``/``sizes``
+    (per-parameter slice of ``grads``), ``all_ready`` (every parameter produced a gradient on
+    this rank in this pass).
+
+    Example:
+        >>> p = torch.nn.Parameter(torch.zeros(3))
+        >>> b = Bucket(0, [p])
+        >>> b.numel, b.buffer.numel()
+        (3, 4)
+    """
+
+    __slots__ = (
+        "index",
+        "params",
+        "offsets",
+        "sizes",
+        "numel",
+        "buffer",
+        "grads",
+        "indicators",
+        "views",
+        "ready",
+        "n_ready",
+        "expected",
+        "launched",
+        "handle",
+        "stash",
+        "all_ready",
+    )
+
+    def __init__(self, index: int, params: Sequence[torch.Tensor], grad_views: bool = True) -> None:
+        if not params:
+            raise ValueError("a bucket needs at least one parameter, got none")
+        dtypes = {p.dtype for p in params}
+        devices = {p.device for p in params}
+        if len(dtypes) != 1 or len(devices) != 1:
+            raise ValueError(f"a bucket holds one dtype on one device, got {dtypes} on {devices}")
+        self.index = index
+        self.params = list(params)
+        self.sizes = [p.numel() for p in self.params]
+        self.offsets = []
+        total = 0
+        for n in self.sizes:
+            self.offsets.append(total)
+            total += n
+        self.numel = total
+        self.buffer = torch.zeros(total + len(self.params), dtype=params[0].dtype, device=params[0].device)
+        self.grads = self.buffer[:total]
+        self.indicators = self.buffer[total:]
+        self.views = [self.grads[o : o + n].view_as(p) for o, n, p in zip(self.offsets, self.sizes, self.params)]
+        for p, view in zip(self.params, self.views):
+            if grad_views and p.grad is not None:
+                view.copy_(p.grad)
+                p.grad = view
+        self.ready = [False] * len(self.params)
+        self.n_ready = 0
+        self.expected = len(self.params)
+        self.launched = False
+        self.handle: Any = None
+        self.stash: dict[int, torch.Tensor] = {}
+        self.all_ready = False
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the gradient part in bytes."""
+        return self.numel * self.grads.element_size()
+
+    def reset_pass(self) -> None:
+        """Forget the readiness of the previous backward pass."""
+        self.ready = [False] * len(self.params)
+        self.n_ready = 0
+        self.expected = sum(1 for p in self.params if p.requires_grad)
+        self.launched = False
+        self.handle = None
+        self.stash = {}
+        self.all_ready = False
+
+    def adopt_grad(self, i: int) -> None:
+        """Make ``params[i].grad`` the bucket view, copying a freshly allocated gradient in."""
+        p, view = self.params[i], self.views[i]
+        g = p.grad
+        if g is not None and g.is_sparse:
+            raise RuntimeError(
+                f"parameter #{i} of bucket {self.index} has a sparse gradient; ding_dist.sync supports dense "
+                "gradients only (use nn.Embedding(sparse=False))"
+            )
+        if g is not None and g.data_ptr() != view.data_ptr():
+            view.copy_(g)
+            p.grad = view
+
+    def prepare_launch(self) -> None:
+        """Zero the slices of parameters without a gradient this pass and write the indicators.
+
+        A parameter whose ``.grad`` already is the bucket view (e.g. kept from an earlier backward
+        pass of the same step) is stashed first so :meth:`finish` can restore it if no rank
+        produces a new gradient for it.
+        """
+        if self.n_ready == len(self.params):
+            self.indicators.fill_(1)
+            self.all_ready = True
+            return
+        for i, ok in enumerate(self.ready):
+            if ok:
+                continue
+            p, view = self.params[i], self.views[i]
+            if p.grad is not None and p.grad.data_ptr() == view.data_ptr():
+                self.stash[i] = view.clone()
+            view.zero_()
+        self.indicators.copy_(torch.tensor(self.ready, dtype=self.buffer.dtype))
+        self.all_ready = False
+
+    def finish(self, counts: Sequence[float], world_size: int) -> None:
+        """Point every gradient that some rank produced at the bucket; restore the others."""
+        if self.all_ready and min(counts) >= world_size:
+            return
+        for i, c in enumerate(counts):
+            if c > 0:
+                self.adopt_view(i)
+            elif i in self.stash:
+                self.views[i].copy_(self.stash[i])
+        self.stash = {}
+
+    def adopt_view(self, i: int) -> None:
+        """Set ``params[i].grad`` to the bucket view (no copy)."""
+        p, view = self.params[i], self.views[i]
+        if p.grad is None or p.grad.data_ptr() != view.data_ptr():
+            p.grad = view
+
+    def element_param_index(self, start: int, stop: int) -> torch.Tensor:
+        """Index of the owning parameter of each gradient element in ``[start, stop)``.
+
+        Elements past ``numel`` (padding) get index ``P`` (one past the last parameter).
+        """
+        bounds = torch.tensor(self.offsets[1:] + [self.numel], dtype=torch.long)
+        pos = torch.arange(start, stop, dtype=torch.long)
+        return torch.bucketize(pos, bounds, right=True).to(self.buffer.device)
+
+
+def average_by_counts(bucket: Bucket, counts: Sequence[float], scaled_by: int) -> None:
+    """Turn a summed (and pre-scaled by ``1/scaled_by``) gradient into the producers' average.
+
+    Slices whose count equals ``scaled_by`` are already right; slices with ``0 < count`` are
+    multiplied by ``scaled_by / count``; slices with count 0 stay as they are (all zeros).
+    """
+    for i, c in enumerate(counts):
+        if 0 < c != scaled_by:
+            o, n = bucket.offsets[i], bucket.sizes[i]
+            bucket.grads[o : o + n].mul_(scaled_by / c)
+
+
+def counts_of(indicator_sums: torch.Tensor) -> list[float]:
+    """Round summed indicator slots to exact integer counts (robust to low-precision transport)."""
+    return [float(round(c)) for c in indicator_sums.tolist()]
+
+
+class Pending:
+    """Handle returned by an algorithm hook: ``wait()`` finishes the bucket.
+
+    ``wait()`` blocks on ``works`` and then calls ``then()``, which returns either the
+    per-parameter counts (number of ranks that produced each gradient: the bucket is final) or
+    another :class:`Pending` for a further communication stage. The engine waits on all buckets
+    stage by stage in bucket order, so every rank issues its collectives in the same order.
+
+    Example:
+        >>> Pending([], lambda: [1.0]).wait()
+        [1.0]
+    """
+
+    __slots__ = ("works", "then")
+
+    def __init__(self, works: Iterable[Any], then: Callable[[], Any]) -> None:
+        self.works = list(works)
+        self.then = then
+
+    def wait(self) -> Any:
+        for w in self.works:
+            w.wait()
+        return self.then()
+
+    def followed_by(self, fn: Callable[[Any], Any]) -> Pending:
+        """A handle that runs ``fn(counts)`` once this one (all its stages) has finished."""
+
+        def then() -> Any:
+            result = self.then()
+            if isinstance(result, Pending):
+                return result.followed_by(fn)
+            return fn(result)
+
+        return Pending(self.works, then)
+
+
+def wait_all(handles: Sequence[Any]) -> list[list[float]]:
+    """Drive several handles to completion stage by stage, in order; return their counts."""
+    results: list[Any] = list(handles)
+    while any(isinstance(r, Pending) for r in results):
+        results = [r.wait() if isinstance(r, Pending) else r for r in results]
+    return results
+
+
+def check_bucket_size(bucket_size_mb: float) -> None:
+    """Raise ``ValueError`` unless ``bucket_size_mb`` is a finite number > 0."""
+    ok = isinstance(bucket_size_mb, (int, float)) and not isinstance(bucket_size_mb, bool)
+    if not ok or not math.isfinite(bucket_size_mb) or bucket_size_mb <= 0:
+        raise ValueError(f"bucket_size_mb must be a finite number > 0, got {bucket_size_mb!r}")
+
+
+def build_buckets(params: Sequence[torch.Tensor], bucket_size_mb: float, grad_views: bool = True) -> list[Bucket]:
+    """Group ``params`` in reverse order into buckets of about ``bucket_size_mb`` megabytes.
+
+    Parameters of different dtype or device never share a bucket. A bucket is closed as soon as
+    it reaches the cap, so one large parameter gets a bucket of its own. With ``grad_views``
+    existing gradients move into the buckets and ``param.grad`` becomes a view of them.
+
+    Example:
+        >>> ps = [torch.nn.Parameter(torch.zeros(1000)) for _ in range(4)]
+        >>> [len(b.params) for b in build_buckets(ps, bucket_size_mb=0.0075)]
+        [2, 2]
+    """
+    if not (isinstance(bucket_size_mb, (int, float)) and math.isfinite(bucket_size_mb)) or bucket_size_mb <= 0:
+        raise ValueError(f"bucket_size_mb must be a finite number > 0, got {bucket_size_mb!r}")
+    cap = bucket_size_mb * 1024 * 1024
+    open_groups: dict[tuple[Any, Any], list[torch.Tensor]] = {}
+    open_bytes: dict[tuple[Any, Any], int] = {}
+    groups: list[list[torch.Tensor]] = []
+    for p in reversed(list(params)):
+        key = (p.device, p.dtype)
+        group = open_groups.setdefault(key, [])
+        group.append(p)
+        open_bytes[key] = open_bytes.get(key, 0) + p.numel() * p.element_size()
+        if open_bytes[key] >= cap:
+            groups.append(group)
+            del open_groups[key], open_bytes[key]
+    groups.extend(g for g in open_groups.values() if g)
+    return [Bucket(i, g, grad_views) for i, g in enumerate(groups)]

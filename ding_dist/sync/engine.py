@@ -1,0 +1,474 @@
+"""The synchronization engine: bucketed, overlapped gradient averaging behind a module wrapper.
+
+``distribute(model, optimizer)`` returns a :class:`DistributedModel` (behaves as the original
+module) and the optimizer. Each parameter gets a post-accumulate-grad hook; when the last
+gradient of a bucket is ready the bucket's collective starts at once (buckets are launched
+strictly in index order, so every rank issues the same collectives in the same order), and a
+callback queued on the autograd engine waits for all buckets at the end of ``backward()``. When
+``loss.backward()`` returns, every ``param.grad`` holds the synchronized gradient.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from ding_dist.sync._primitives import Link
+from ding_dist.sync.algorithms import Algorithm, DistributedAlgorithm, get_algorithm
+from ding_dist.sync.bucket import Bucket, build_buckets, check_bucket_size, wait_all
+
+__all__ = ["DistributedModel", "SyncEngine", "distribute", "allreduce_parameters", "broadcast_parameters"]
+
+logger = logging.getLogger(__name__)
+
+AlgorithmLike = str | DistributedAlgorithm | Algorithm
+
+
+def _as_optimizer_list(optimizer: Any) -> list[Any]:
+    if optimizer is None:
+        return []
+    if isinstance(optimizer, (list, tuple)):
+        return list(optimizer)
+    return [optimizer]
+
+
+def _unique_params(module: nn.Module) -> list[nn.Parameter]:
+    return list(module.parameters())
+
+
+def _coalesced(tensors: Sequence[torch.Tensor]) -> dict[tuple[Any, Any], list[torch.Tensor]]:
+    groups: dict[tuple[Any, Any], list[torch.Tensor]] = {}
+    for t in tensors:
+        groups.setdefault((t.device, t.dtype), []).append(t)
+    return groups
+
+
+def broadcast_parameters(module: nn.Module, broadcast_buffers: bool = True, link: Link | None = None) -> None:
+    """Copy rank 0's parameters (and buffers) to every rank, one collective per dtype.
+
+    Example:
+        >>> broadcast_parameters(nn.Linear(2, 2))  # no-op on the fake link
+    """
+    link = link or Link()
+    if link.world_size == 1:
+        return
+    tensors = [p.data for p in module.parameters()]
+    if broadcast_buffers:
+        tensors += list(module.buffers())
+    _broadcast_coalesced(tensors, link)
+
+
+def _broadcast_coalesced(tensors: Sequence[torch.Tensor], link: Link) -> None:
+    for group in _coalesced(tensors).values():
+        flat = torch.cat([t.detach().reshape(-1) for t in group])
+        link.broadcast(flat, src=0)
+        offset = 0
+        with torch.no_grad():
+            for t in group:
+                n = t.numel()
+                t.copy_(flat[offset : offset + n].view_as(t))
+                offset += n
+
+
+def allreduce_parameters(module: nn.Module, link: Link | None = None) -> None:
+    """Average parameters and floating-point buffers across ranks (other buffers: rank 0's).
+
+    Example:
+        >>> allreduce_parameters(nn.Linear(2, 2))  # no-op on the fake link
+    """
+    link = link or Link()
+    if link.world_size == 1:
+        return
+    floats = [p.data for p in module.parameters()] + [b for b in module.buffers() if b.is_floating_point()]
+    for group in _coalesced(floats).values():
+        flat = torch.cat([t.detach().reshape(-1) for t in group])
+        link.allreduce(flat).wait()
+        flat.div_(link.world_size)
+        offset = 0
+        with torch.no_grad():
+            for t in group:
+                n = t.numel()
+                t.copy_(flat[offset : offset + n].view_as(t))
+                offset += n
+    others = [b for b in module.buffers() if not b.is_floating_point()]
+    if others:
+        _broadcast_coalesced(others, link)
+
+
+def check_same_model(module: nn.Module, link: Link) -> None:
+    """Raise ``ValueError`` on every rank if parameter names, shapes or dtypes differ across ranks."""
+    signature = [(name, tuple(p.shape), str(p.dtype)) for name, p in module.named_parameters()]
+    everyone = link.allgather_object(signature)
+    reference = everyone[0]
+    for rank, sig in enumerate(everyone[1:], start=1):
+        if sig == reference:
+            continue
+        for i, (a, b) in enumerate(zip(reference, sig)):
+            if a != b:
+                raise ValueError(
+                    f"model differs across ranks at parameter #{i}: rank 0 has {a[0]!r} shape {a[1]} "
+                    f"{a[2]}, rank {rank} has {b[0]!r} shape {b[1]} {b[2]}"
+                )
+        longer, which = (reference, 0) if len(reference) > len(sig) else (sig, rank)
+        extra = longer[min(len(reference), len(sig))]
+        raise ValueError(
+            f"model differs across ranks: rank 0 has {len(reference)} parameters, rank {rank} has {len(sig)} "
+            f"(first unmatched: {extra[0]!r} shape {extra[1]} on rank {which})"
+        )
+
+
+class SyncEngine:
+    """Buckets, hooks and the backward-end callback for one module (used by :class:`DistributedModel`).
+
+    Example:
+        >>> engine = SyncEngine(nn.Linear(2, 2), [], "gradient_allreduce")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        optimizers: list[Any],
+        algorithm: AlgorithmLike,
+        group: Any = None,
+        bucket_size_mb: float = 25.0,
+        delay_reduce: bool = False,
+        broadcast_buffers: bool = True,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        self.module = module
+        self.optimizers = optimizers
+        self.delay_reduce = bool(delay_reduce)
+        self.broadcast_buffers = bool(broadcast_buffers)
+        self.link = Link(group)
+        self.algorithm, self.state = self._make_algorithm(algorithm, options or {})
+        check_same_model(module, self.link)
+        broadcast_parameters(module, broadcast_buffers, self.link)
+        self.buckets: list[Bucket] = build_buckets(_unique_params(module), bucket_size_mb)
+        self._buffers = list(module.buffers()) if broadcast_buffers else []
+        self._armed = False
+        self._next = 0
+        self._hook_handles: list[Any] = []
+        self._step_handles: list[Any] = []
+        self._bind_optimizers()  # validates the optimizers before any hook is attached
+        self._register_grad_hooks()
+
+    # ---- algorithm -----------------------------------------------------------------------------
+    def _make_algorithm(self, algorithm: AlgorithmLike, options: dict[str, Any]) -> tuple[Algorithm, Any]:
+        algo = get_algorithm(algorithm)
+        unknown = sorted(set(options) - set(algo.options))
+        if unknown:
+            valid = ", ".join(algo.options) or "none"
+            raise ValueError(f"unknown option(s) {unknown} for algorithm {algo.name!r}; valid options: {valid}")
+        return algo, algo.make_state(self.link, **options)
+
+    def _bind_optimizers(self) -> None:
+        for h in self._step_handles:
+            h.remove()
+        self._step_handles = []
+        if self.algorithm.check_optimizers is not None:
+            self.algorithm.check_optimizers(self.state, self.optimizers)
+        if self.algorithm.step_hook is not None:
+            step_hook, state = self.algorithm.step_hook, self.state
+
+            def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+                step_hook(state, self.buckets)
+
+            for opt in self.optimizers:
+                self._step_handles.append(opt.register_step_post_hook(after_step))
+
+    def switch_to(self, algorithm: AlgorithmLike, options: dict[str, Any]) -> None:
+        """Average parameters across ranks and continue with ``algorithm``."""
+        if self._armed:
+            raise RuntimeError("switch_to() called during a backward pass; call it between steps")
+        algo, state = self._make_algorithm(algorithm, options)
+        allreduce_parameters(self.module, self.link)
+        self.algorithm, self.state = algo, state
+        self._bind_optimizers()
+
+    # ---- hooks -----------------------------------------------------------------------------------
+    def _register_grad_hooks(self) -> None:
+        for b in self.buckets:
+            for i, p in enumerate(b.params):
+                frozen = not p.requires_grad
+                if frozen:
+                    p.requires_grad_(True)
+                self._hook_handles.append(p.register_post_accumulate_grad_hook(self._make_hook(b, i, p)))
+                if frozen:
+                    p.requires_grad_(False)
+
+    def _make_hook(self, bucket: Bucket, i: int, param: torch.Tensor) -> Any:
+        def on_grad_ready(p: torch.Tensor) -> None:
+            if p is param:  # a deep copy of the parameter may carry this hook along: ignore it there
+                self._mark_ready(bucket, i)
+
+        return on_grad_ready
+
+    def remove_hooks(self) -> None:
+        """Detach the engine from the module's parameters and optimizers."""
+        for h in self._hook_handles + self._step_handles:
+            h.remove()
+        self._hook_handles, self._step_handles = [], []
+
+    def _arm(self) -> None:
+        self._armed = True
+        self._next = 0
+        for b in self.buckets:
+            b.reset_pass()
+        torch.autograd.Variable._execution_engine.queue_callback(self._finalize)
+
+    def _mark_ready(self, bucket: Bucket, i: int) -> None:
+        if self.algorithm.hook is None:  # the algorithm leaves gradients local (e.g. weight averaging)
+            return
+        if not self._armed:
+            self._arm()
+        if bucket.launched:
+            raise RuntimeError(
+                f"gradient of parameter #{i} in bucket {bucket.index} arrived after its bucket was sent "
+                "(reentrant backward or a parameter used by two backward graphs at once?)"
+            )
+        if bucket.ready[i]:
+            raise RuntimeError(f"gradient of parameter #{i} in bucket {bucket.index} marked ready twice")
+        bucket.adopt_grad(i)
+        bucket.ready[i] = True
+        bucket.n_ready += 1
+        if not self.delay_reduce and bucket.n_ready == bucket.expected:
+            self._launch_in_order()
+
+    def _launch_in_order(self) -> None:
+        buckets = self.buckets
+        while self._next < len(buckets) and buckets[self._next].n_ready >= buckets[self._next].expected:
+            self._launch(buckets[self._next])
+            self._next += 1
+
+    def _launch(self, bucket: Bucket) -> None:
+        if bucket.expected == 0:  # every parameter frozen on this pass (identically on all ranks)
+            return
+        bucket.prepare_launch()
+        bucket.handle = self.algorithm.hook(self.state, bucket)
+        bucket.launched = True
+
+    def _finalize(self) -> None:
+        try:
+            while self._next < len(self.buckets):
+                self._launch(self.buckets[self._next])
+                self._next += 1
+            launched = [b for b in self.buckets if b.launched]
+            results = wait_all([b.handle for b in launched])
+            world = self.link.world_size
+            for b, counts in zip(launched, results):
+                b.finish(counts, world)
+                b.handle = None
+            if self._buffers:
+                _broadcast_coalesced(self._buffers, self.link)
+        finally:
+            self._armed = False
+
+    def reset(self) -> None:
+        """Forget a backward pass that died half-way (e.g. an exception inside backward)."""
+        self._armed = False
+        for b in self.buckets:
+            b.reset_pass()
+
+
+class DistributedModel(nn.Module):
+    """The module returned by :func:`distribute`: the original module plus gradient sync.
+
+    ``forward``, attribute access, ``state_dict``/``load_state_dict`` (original keys, no
+    ``module.`` prefix), ``parameters()``/``named_parameters()`` and ``buffers()`` behave as on
+    the wrapped module; ``unwrap()`` returns it. ``copy.deepcopy`` gives a plain local copy of the
+    wrapped module (handy for target networks).
+
+    Example:
+        >>> model, _ = distribute(nn.Linear(4, 2), None)
+        >>> sorted(model.state_dict())
+        ['bias', 'weight']
+    """
+
+    def __init__(self, module: nn.Module, engine: SyncEngine | None, algorithm: Algorithm) -> None:
+        super().__init__()
+        self.module = module
+        self._engine = engine
+        self._algorithm = algorithm
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        engine = self._engine
+        if engine is not None and engine._armed:  # the previous backward died before its end callback
+            logger.warning("ding_dist.sync: the previous backward pass did not finish; its sync state is reset")
+            engine.reset()
+        return self.module(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            module = self.__dict__.get("_modules", {}).get("module")
+            if module is None:
+                raise
+            return getattr(module, name)
+
+    # Container protocol of the wrapped module (dunder lookups skip __getattr__).
+    def __getitem__(self, key: Any) -> Any:
+        return self.module[key]
+
+    def __len__(self) -> int:
+        return len(self.module)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.module)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> nn.Module:
+        return copy.deepcopy(self.module, memo)
+
+    def unwrap(self) -> nn.Module:
+        """The original module (its parameters stay synchronized while this wrapper lives)."""
+        return self.module
+
+    # The original module's views, so keys and names carry no "module." prefix.
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self.module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        return self.module.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def named_parameters(self, *args: Any, **kwargs: Any) -> Iterator[tuple[str, nn.Parameter]]:
+        return self.module.named_parameters(*args, **kwargs)
+
+    def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]:
+        return self.module.parameters(recurse)
+
+    def named_buffers(self, *args: Any, **kwargs: Any) -> Iterator[tuple[str, torch.Tensor]]:
+        return self.module.named_buffers(*args, **kwargs)
+
+    def buffers(self, recurse: bool = True) -> Iterator[torch.Tensor]:
+        return self.module.buffers(recurse)
+
+    # ---- engine-facing API -------------------------------------------------------------------
+    @property
+    def algorithm(self) -> str:
+        """Name of the current synchronization algorithm."""
+        return self._algorithm.name
+
+    @property
+    def engine(self) -> SyncEngine | None:
+        """The engine, or ``None`` on a world of one (no communication at all)."""
+        return self._engine
+
+    @property
+    def buckets(self) -> list[Bucket]:
+        """The communication buckets (empty on a world of one)."""
+        return self._engine.buckets if self._engine is not None else []
+
+    def comm_stats(self) -> dict[str, int]:
+        """Counters since the last :meth:`reset_comm_stats`: ``bytes_sent`` (wire estimate),
+        ``payload_bytes`` and ``collectives``.
+
+        Example:
+            >>> model, _ = distribute(nn.Linear(4, 2), None)
+            >>> model.comm_stats()["bytes_sent"]
+            0
+        """
+        if self._engine is None:
+            return {"bytes_sent": 0, "payload_bytes": 0, "collectives": 0}
+        link = self._engine.link
+        return {
+            "bytes_sent": link.bytes_sent,
+            "payload_bytes": link.payload_bytes,
+            "collectives": link.collectives,
+        }
+
+    def reset_comm_stats(self) -> None:
+        """Zero the counters of :meth:`comm_stats`."""
+        if self._engine is not None:
+            self._engine.link.reset_counters()
+
+    def switch_to(self, algorithm: AlgorithmLike, **options: Any) -> DistributedModel:
+        """Change the algorithm between steps; parameters are averaged across ranks first.
+
+        Example:
+            >>> model, _ = distribute(nn.Linear(4, 2), None)
+            >>> model.switch_to("bytegrad").algorithm
+            'bytegrad'
+        """
+        if self._engine is None:
+            algo = get_algorithm(algorithm)
+            _check_options(algo, options)
+            self._algorithm = algo
+        else:
+            self._engine.switch_to(algorithm, options)
+            self._algorithm = self._engine.algorithm
+        return self
+
+    def close(self) -> nn.Module:
+        """Stop synchronizing (remove all hooks) and return the original module."""
+        if self._engine is not None:
+            self._engine.remove_hooks()
+            self._engine = None
+        return self.module
+
+
+def _check_options(algo: Algorithm, options: dict[str, Any]) -> None:
+    unknown = sorted(set(options) - set(algo.options))
+    if unknown:
+        valid = ", ".join(algo.options) or "none"
+        raise ValueError(f"unknown option(s) {unknown} for algorithm {algo.name!r}; valid options: {valid}")
+
+
+def distribute(
+    model: nn.Module,
+    optimizer: Any = None,
+    algorithm: AlgorithmLike = "gradient_allreduce",
+    *,
+    broadcast_buffers: bool = True,
+    delay_reduce: bool = False,
+    bucket_size_mb: float = 25.0,
+    group: Any = None,
+    **options: Any,
+) -> tuple[DistributedModel, Any]:
+    """Wrap ``model`` so its gradients are averaged across the ranks of ``group`` (default: world).
+
+    Rank 0's parameters (and buffers if ``broadcast_buffers``) are broadcast first, after
+    checking that every rank has the same parameter names, shapes and dtypes. After each
+    ``loss.backward()`` every ``param.grad`` holds the average over the ranks that produced it.
+    ``delay_reduce=True`` sends everything at the end of backward instead of overlapping.
+    ``options`` go to the algorithm (e.g. ``error_feedback=True`` for ``bytegrad``). On a world of
+    one no hook is installed. ``optimizer`` (one, a list, or ``None``) is returned unchanged.
+
+    Example:
+        >>> net = nn.Linear(4, 2)
+        >>> opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        >>> model, opt = distribute(net, opt, algorithm="gradient_allreduce")
+        >>> model(torch.zeros(1, 4)).shape
+        torch.Size([1, 2])
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if isinstance(model, DistributedModel):
+        raise ValueError("model is already distributed; call model.switch_to(...) to change the algorithm")
+    check_bucket_size(bucket_size_mb)
+    optimizers = _as_optimizer_list(optimizer)
+    algo = get_algorithm(algorithm)
+    _check_options(algo, options)
+    if Link(group).world_size == 1:
+        algo.make_state(Link(group), **options)  # surfaces "not implemented" and bad option values
+        if algo.check_optimizers is not None:
+            algo.check_optimizers(None, optimizers)
+        return DistributedModel(model, None, algo), optimizer
+    engine = SyncEngine(
+        model,
+        optimizers,
+        algo,
+        group=group,
+        bucket_size_mb=bucket_size_mb,
+        delay_reduce=delay_reduce,
+        broadcast_buffers=broadcast_buffers,
+        options=options,
+    )
+    return DistributedModel(model, engine, algo), optimizer
