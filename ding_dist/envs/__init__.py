@@ -1,1 +1,21 @@
+"""Environment creation: gymnasium (vector) envs with per-rank seeds and an old-gym adapter."""
 
+from ding_dist.envs.env import (
+    ENV_MANAGERS,
+    OldGymAdapter,
+    ensure_gymnasium,
+    env_default_config,
+    env_seeds,
+    make_env,
+    make_vec_env,
+)
+
+__all__ = [
+    "ENV_MANAGERS",
+    "OldGymAdapter",
+    "ensure_gymnasium",
+    "env_default_config",
+    "env_seeds",
+    "make_env",
+    "make_vec_env",
+]

@@ -1,0 +1,184 @@
+"""Replay buffer for off-policy learning: a numpy ring buffer over vector-env streams, with n-step returns.
+
+Storage is laid out ``[rows, num_envs, ...]``: each call to :meth:`ReplayBuffer.add` writes one row,
+one transition per vector-env slot, so each slot's transitions stay in time order and n-step returns
+can be computed at sample time without crossing episodes or envs. Each row also stores the real next
+observation (for a finished episode: the final observation, not the reset one), so no transition
+needs its successor row to be bootstrapped.
+
+A sampled n-step transition starting at row ``t`` sums ``gamma**k * r[t+k]`` for ``k < m``, where ``m``
+is ``n_step`` or fewer when the episode ends first (terminated or truncated) or the newest row is
+reached. It returns ``next_obs`` at row ``t+m-1`` and ``discount = gamma**m`` (0 when that last step
+terminated), so every learner computes its target as ``reward + discount * V(next_obs)``: truncation
+bootstraps, termination does not.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["ReplayBuffer"]
+
+_FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
+
+
+class ReplayBuffer:
+    """Ring buffer of transitions from ``num_envs`` parallel env slots, sampled uniformly as tensors.
+
+    Args:
+        capacity: total transitions kept (rounded up to a multiple of ``num_envs``); oldest are overwritten.
+        obs_shape / obs_dtype: shape and dtype of one observation.
+        action_shape / action_dtype: shape (``()`` for discrete) and dtype of one action.
+        num_envs: vector-env slots written per :meth:`add` call.
+        n_step: steps summed into each sampled return (1: plain one-step TD).
+        gamma: discount factor used for n-step returns and ``discount``.
+        seed: seed of the sampling generator.
+
+    Example::
+
+        buf = ReplayBuffer(10_000, obs_shape=(4,), num_envs=8, n_step=3, gamma=0.99, seed=0)
+        buf.add(obs, actions, rewards, next_obs, terminated, truncated)  # arrays with leading dim 8
+        batch = buf.sample(64)  # dict of tensors: obs, action, reward, next_obs, discount
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: tuple[int, ...],
+        *,
+        action_shape: tuple[int, ...] = (),
+        obs_dtype: Any = np.float32,
+        action_dtype: Any = np.int64,
+        num_envs: int = 1,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        seed: int | None = None,
+    ) -> None:
+        if int(capacity) < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if int(n_step) < 1:
+            raise ValueError(f"n_step must be >= 1, got {n_step}")
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+        self.num_envs = int(num_envs)
+        self.rows_capacity = math.ceil(int(capacity) / self.num_envs)
+        self.n_step = int(n_step)
+        self.gamma = float(gamma)
+        self.obs_shape = tuple(obs_shape)
+        self.action_shape = tuple(action_shape)
+        shape = (self.rows_capacity, self.num_envs)
+        self._data = {
+            "obs": np.zeros(shape + self.obs_shape, dtype=obs_dtype),
+            "action": np.zeros(shape + self.action_shape, dtype=action_dtype),
+            "reward": np.zeros(shape, dtype=np.float32),
+            "next_obs": np.zeros(shape + self.obs_shape, dtype=obs_dtype),
+            "terminated": np.zeros(shape, dtype=bool),
+            "truncated": np.zeros(shape, dtype=bool),
+        }
+        self._pos = 0  # next row to write
+        self._rows = 0  # rows filled so far (<= rows_capacity)
+        self._rng = np.random.default_rng(seed)
+
+    @property
+    def capacity(self) -> int:
+        """Total transitions the buffer holds when full."""
+        return self.rows_capacity * self.num_envs
+
+    def __len__(self) -> int:
+        return self._rows * self.num_envs
+
+    def add(
+        self,
+        obs: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+    ) -> None:
+        """Write one transition per env slot (each argument has leading dimension ``num_envs``)."""
+        values = dict(zip(_FIELDS, (obs, action, reward, next_obs, terminated, truncated)))
+        for name, value in values.items():
+            value = np.asarray(value)
+            expected = self._data[name].shape[1:]
+            if value.shape != expected:
+                raise ValueError(f"replay field {name!r} must have shape {expected}, got {value.shape}")
+            self._data[name][self._pos] = value
+        self._pos = (self._pos + 1) % self.rows_capacity
+        self._rows = min(self._rows + 1, self.rows_capacity)
+
+    def extend(self, rollout: Mapping[str, np.ndarray]) -> None:
+        """Add every row of a rollout whose fields have shape ``[T, num_envs, ...]`` (see the collector)."""
+        length = len(rollout["reward"])
+        for t in range(length):
+            self.add(*(rollout[name][t] for name in _FIELDS))
+
+    def sample(self, batch_size: int, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+        """``batch_size`` uniformly drawn n-step transitions as tensors on ``device``.
+
+        Keys: ``obs``, ``action``, ``reward`` (discounted n-step sum), ``next_obs`` (observation to
+        bootstrap from), ``discount`` (``gamma**m``, 0 after termination).
+        """
+        if self._rows == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        cap, d = self.rows_capacity, self._data
+        offset = self._rng.integers(0, self._rows, size=batch_size)  # age rank, 0 = oldest row
+        oldest = self._pos if self._rows == cap else 0
+        start = (oldest + offset) % cap
+        env = self._rng.integers(0, self.num_envs, size=batch_size)
+        remaining = self._rows - offset  # rows from start to the newest, inclusive
+
+        ret = np.zeros(batch_size, dtype=np.float64)
+        steps = np.zeros(batch_size, dtype=np.int64)
+        last = start.copy()
+        alive = np.ones(batch_size, dtype=bool)
+        for k in range(self.n_step):
+            active = alive & (k < remaining)
+            row = (start + k) % cap
+            ret += np.where(active, self.gamma**k * d["reward"][row, env], 0.0)
+            last = np.where(active, row, last)
+            steps = np.where(active, k + 1, steps)
+            alive = active & ~(d["terminated"][row, env] | d["truncated"][row, env])
+        discount = self.gamma**steps * (~d["terminated"][last, env])
+
+        out = {
+            "obs": d["obs"][start, env],
+            "action": d["action"][start, env],
+            "reward": ret.astype(np.float32),
+            "next_obs": d["next_obs"][last, env],
+            "discount": discount.astype(np.float32),
+        }
+        return {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in out.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Stored rows, write position and sampler state, for checkpoints."""
+        return {
+            "data": {k: v[: self._rows].copy() for k, v in self._data.items()},
+            "pos": self._pos,
+            "rows": self._rows,
+            "rng": self._rng.bit_generator.state,
+            "shape": (self.rows_capacity, self.num_envs, self.obs_shape, self.action_shape),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`; the buffer must have been built with the same shapes."""
+        mine = (self.rows_capacity, self.num_envs, self.obs_shape, self.action_shape)
+        theirs = tuple(state["shape"])
+        if (theirs[0], theirs[1], tuple(theirs[2]), tuple(theirs[3])) != mine:
+            raise ValueError(
+                f"replay state has (rows, num_envs, obs_shape, action_shape) = {theirs}, this buffer {mine}"
+            )
+        rows = int(state["rows"])
+        for k, v in state["data"].items():
+            self._data[k][:rows] = v
+        self._pos, self._rows = int(state["pos"]), rows
+        self._rng.bit_generator.state = state["rng"]

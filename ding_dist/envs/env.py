@@ -1,0 +1,257 @@
+"""Environment creation: gymnasium envs, vector envs with per-rank seeds, and an old-gym adapter.
+
+Autoreset: every vector env built here uses gymnasium's ``SAME_STEP`` autoreset mode. When a
+sub-env finishes (terminated or truncated), the step that finished it returns the *reset*
+observation, and the real last observation is in ``info["final_obs"][i]`` (mask ``info["_final_obs"]``).
+So every step is a real transition: the collector stores ``next_obs = final_obs`` for finished slots
+and never has to skip a step (the ``NEXT_STEP`` default of gymnasium 1.x would return a dummy
+transition after each episode end).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from easydict import EasyDict
+from gymnasium.vector import AutoresetMode
+
+__all__ = [
+    "env_default_config",
+    "make_env",
+    "make_vec_env",
+    "env_seeds",
+    "OldGymAdapter",
+    "ensure_gymnasium",
+    "ENV_MANAGERS",
+]
+
+logger = logging.getLogger(__name__)
+
+#: ``create_config.env_manager.type`` values and the gymnasium vectorization they select.
+ENV_MANAGERS = {"sync": "sync", "async": "async", "base": "sync", "subprocess": "async"}
+_ROLES = {"collector": 0, "evaluator": 1}
+
+
+def env_default_config() -> EasyDict:
+    """Defaults of the ``env`` config section.
+
+    Keys: ``id`` (gymnasium id, ``"module:Id"`` imports ``module`` first), ``entry_point``
+    (optional ``"module:callable"`` returning an env, gymnasium or old-gym style; overrides ``id``
+    for construction), ``env_kwargs`` (passed to the constructor), ``max_episode_steps`` (None: the
+    env's own limit), ``collector_env_num`` / ``evaluator_env_num`` (envs per rank),
+    ``n_evaluator_episode`` (episodes per evaluation), ``stop_value`` (stop when the evaluation mean
+    return reaches it; None: never).
+
+    Example::
+
+        cfg = env_default_config()
+        cfg.id = "CartPole-v1"
+    """
+    return EasyDict(
+        id=None,
+        entry_point=None,
+        env_kwargs={},
+        max_episode_steps=None,
+        collector_env_num=8,
+        evaluator_env_num=5,
+        n_evaluator_episode=5,
+        stop_value=None,
+    )
+
+
+def env_seeds(seed: int, rank: int, role: str, num: int) -> list[int]:
+    """Distinct seeds for ``num`` envs of one role (``"collector"``/``"evaluator"``) on one rank.
+
+    Seed of env ``i``: ``seed + 1000 * rank + i`` for collectors and ``seed + 1000 * rank + 500 + i``
+    for evaluators, so all ranks and roles differ (for fewer than 500 envs per role and rank).
+
+    Example::
+
+        env_seeds(0, rank=1, role="collector", num=2)  # [1000, 1001]
+    """
+    if role not in _ROLES:
+        raise ValueError(f"role must be one of {sorted(_ROLES)}, got {role!r}")
+    if not 0 < num <= 500:
+        raise ValueError(f"number of envs per role and rank must be in [1, 500], got {num}")
+    base = int(seed) + 1000 * int(rank) + 500 * _ROLES[role]
+    return [base + i for i in range(num)]
+
+
+def _import_attr(path: str) -> Any:
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"entry_point must look like 'package.module:callable', got {path!r}")
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f"entry_point {path!r}: module {module_name!r} has no attribute {attr!r}") from None
+
+
+def _check_env_id(env_id: str) -> None:
+    """Raise a ValueError naming ``env_id`` and close registered ids when it is not registered."""
+    name = env_id
+    if ":" in env_id:  # gymnasium's "module:EnvId" form: importing the module registers the env
+        module_name, _, name = env_id.partition(":")
+        importlib.import_module(module_name)
+    if name in gym.registry:
+        return
+    ids = list(gym.registry)
+    lower = {i.lower(): i for i in ids}
+    close = [lower[m] for m in difflib.get_close_matches(name.lower(), list(lower), n=5, cutoff=0.5)]
+    hint = f"close registered ids: {close}" if close else f"{len(ids)} ids are registered, e.g. {ids[:5]}"
+    raise ValueError(f"unknown environment id {env_id!r}; {hint}")
+
+
+def make_env(
+    env_id: str | None = None,
+    *,
+    entry_point: str | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+) -> gym.Env:
+    """Build one gymnasium env from a registered id, or from ``entry_point`` (adapting old-gym envs).
+
+    Example::
+
+        env = make_env("CartPole-v1")
+        env = make_env(entry_point="my_pkg.envs:make_legacy_env", env_kwargs={"size": 3})
+    """
+    kwargs = dict(env_kwargs or {})
+    if entry_point is not None:
+        factory = _import_attr(entry_point) if isinstance(entry_point, str) else entry_point
+        env = ensure_gymnasium(factory(**kwargs))
+        if max_episode_steps is not None:
+            env = gym.wrappers.TimeLimit(env, max_episode_steps=int(max_episode_steps))
+        return env
+    if not isinstance(env_id, str) or not env_id:
+        raise ValueError(f"env.id must be a gymnasium environment id such as 'CartPole-v1', got {env_id!r}")
+    _check_env_id(env_id)
+    if max_episode_steps is not None:
+        kwargs["max_episode_steps"] = int(max_episode_steps)
+    return gym.make(env_id, **kwargs)
+
+
+def _make_from_cfg(env_cfg: Mapping[str, Any]) -> gym.Env:  # module level: picklable for AsyncVectorEnv
+    return make_env(
+        env_cfg.get("id"),
+        entry_point=env_cfg.get("entry_point"),
+        env_kwargs=env_cfg.get("env_kwargs"),
+        max_episode_steps=env_cfg.get("max_episode_steps"),
+    )
+
+
+def make_vec_env(env_cfg: Mapping[str, Any], num_envs: int, manager: str = "sync") -> gym.vector.VectorEnv:
+    """A gymnasium vector env of ``num_envs`` copies of the env in ``env_cfg``, SAME_STEP autoreset.
+
+    ``manager``: ``"sync"`` (``SyncVectorEnv``, all envs in this process) or ``"async"``
+    (``AsyncVectorEnv``, one subprocess per env). Reset it with ``seed=env_seeds(...)``.
+
+    Example::
+
+        venv = make_vec_env({"id": "CartPole-v1"}, num_envs=4)
+        obs, info = venv.reset(seed=env_seeds(0, rank=0, role="collector", num=4))
+    """
+    if manager not in ENV_MANAGERS:
+        raise ValueError(f"env_manager.type must be one of {sorted(ENV_MANAGERS)}, got {manager!r}")
+    if int(num_envs) < 1:
+        raise ValueError(f"number of envs must be >= 1, got {num_envs}")
+    env_cfg = dict(env_cfg)
+    # Build one env eagerly: a bad id or entry point fails here with a clear message, in this process.
+    first = _make_from_cfg(env_cfg)
+    fns = [functools.partial(_make_from_cfg, env_cfg) for _ in range(int(num_envs))]
+    if ENV_MANAGERS[manager] == "sync":
+        fns[0] = lambda: first
+        return gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+    first.close()
+    return gym.vector.AsyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+# --- old-gym adapter ----------------------------------------------------------------------------------
+
+
+def _convert_space(space: Any) -> gym.Space:
+    """A gymnasium space equal to a duck-typed old-gym space (Discrete via ``.n``, Box via low/high)."""
+    if isinstance(space, gym.Space):
+        return space
+    if hasattr(space, "n"):
+        return gym.spaces.Discrete(int(space.n))
+    if hasattr(space, "low") and hasattr(space, "high"):
+        low, high = np.asarray(space.low), np.asarray(space.high)
+        dtype = getattr(space, "dtype", None) or np.float32
+        return gym.spaces.Box(low=low, high=high, shape=low.shape, dtype=dtype)
+    raise TypeError(f"cannot convert space {space!r}: expected an object with .n or .low/.high")
+
+
+class OldGymAdapter(gym.Env):
+    """Present an old-gym-style env (``reset() -> obs``, ``step -> (obs, reward, done, info)``) as gymnasium.
+
+    Duck-typed: it needs no ``gym`` package. ``done`` with ``info["TimeLimit.truncated"]`` becomes
+    ``truncated``; any other ``done`` becomes ``terminated``. ``reset(seed=s)`` calls ``env.seed(s)``
+    when the env has it, else passes ``seed=`` to ``env.reset``. Envs already on the 5-tuple API
+    pass through unchanged.
+
+    Example::
+
+        env = OldGymAdapter(legacy_env)
+        obs, info = env.reset(seed=0)
+        obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+    """
+
+    def __init__(self, env: Any) -> None:
+        for attr in ("reset", "step", "observation_space", "action_space"):
+            if not hasattr(env, attr):
+                raise TypeError(f"{type(env).__name__} is not an environment: it has no {attr!r}")
+        self.env = env
+        self.observation_space = _convert_space(env.observation_space)
+        self.action_space = _convert_space(env.action_space)
+        self.metadata = dict(getattr(env, "metadata", None) or {})
+        self.render_mode = getattr(env, "render_mode", None)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        if seed is not None and callable(getattr(self.env, "seed", None)):
+            self.env.seed(seed)
+            out = self.env.reset()
+        elif seed is not None:
+            out = self.env.reset(seed=seed)
+        else:
+            out = self.env.reset()
+        if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict):
+            return out
+        return out, {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        out = self.env.step(action)
+        if len(out) == 5:
+            return out
+        if len(out) != 4:
+            raise ValueError(f"env.step returned {len(out)} values; expected 4 (old gym) or 5 (gymnasium)")
+        obs, reward, done, info = out
+        info = dict(info or {})
+        truncated = bool(done) and bool(info.pop("TimeLimit.truncated", False))
+        return obs, float(reward), bool(done) and not truncated, truncated, info
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def close(self) -> None:
+        if callable(getattr(self.env, "close", None)):
+            self.env.close()
+
+
+def ensure_gymnasium(env: Any) -> gym.Env:
+    """Return ``env`` if it is a gymnasium env, else wrap it in :class:`OldGymAdapter`.
+
+    Example::
+
+        env = ensure_gymnasium(maybe_legacy_env)
+    """
+    return env if isinstance(env, gym.Env) else OldGymAdapter(env)

@@ -1,0 +1,247 @@
+"""The small base every policy shares (DQN, PPO, SAC, ...).
+
+A policy owns its networks and optimizers and exposes four things to the workers:
+
+- ``collect_action(obs, env_step)`` -> ``(actions, extras)``: exploratory actions for a batch of
+  observations (one row per vector-env slot) plus per-step arrays the learner needs later
+  (PPO: ``logp`` and ``value``; DQN: none).
+- ``eval_action(obs)`` -> greedy actions, computed with the raw (unwrapped) networks so that
+  evaluating on rank 0 never waits on a collective.
+- ``learn(data)`` -> ``dict[str, float]`` of statistics; ``data`` is a replay batch (off-policy) or a
+  rollout (on-policy). Every optimizer step goes through the sync engine, so gradients are averaged
+  across ranks before the step.
+- ``state_dict()`` / ``load_state_dict()``: every module and optimizer the policy names in
+  ``_state_attrs``, plus the ``train_iter`` counter.
+
+Distributed training: call :meth:`Policy.distribute` on every ``(model, optimizer)`` pair the policy
+trains. It returns the wrapped model used for the training forward pass; keep the raw module
+for target networks, acting and evaluation.
+
+Example::
+
+    class MyPolicy(Policy):
+        on_policy = False
+        _state_attrs = ("model", "optimizer")
+
+        @classmethod
+        def default_config(cls):
+            cfg = super().default_config()  # device, collect, learn, eval, other keys of the pipelines
+            cfg.model = EasyDict(hidden_sizes=[64])
+            return cfg
+
+        def __init__(self, cfg, obs_space, action_space, device="cpu"):
+            super().__init__(cfg, obs_space, action_space, device)
+            self.model = mlp([obs_dim(obs_space), *cfg.model.hidden_sizes, action_space.n]).to(self.device)
+            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.learn.learning_rate)
+            self.train_model, self.optimizer = self.distribute(self.model, self.optimizer)
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from easydict import EasyDict
+from torch import nn
+
+from ding_dist.sync import distribute
+
+__all__ = ["Policy", "mlp", "obs_dim", "action_info", "soft_update", "hard_update"]
+
+
+class Policy(abc.ABC):
+    """Base class of all policies; see the module docstring for the protocol.
+
+    Example::
+
+        policy = DQNPolicy(cfg.policy, env.single_observation_space, env.single_action_space)
+        actions, extras = policy.collect_action(obs, env_step=0)
+        stats = policy.learn(batch)
+    """
+
+    #: True for policies that learn from fresh rollouts (PPO), False for replay-based ones (DQN, SAC).
+    on_policy: ClassVar[bool] = False
+    #: Attribute names of the modules/optimizers saved by ``state_dict`` (raw modules, not wrapped ones).
+    _state_attrs: ClassVar[tuple[str, ...]] = ("model", "optimizer")
+
+    @classmethod
+    def default_config(cls) -> EasyDict:
+        """A fresh EasyDict of every ``policy.*`` key this policy reads, with defaults.
+
+        The base holds the keys the pipelines read for every policy; subclasses extend it::
+
+            cfg = super().default_config()
+            cfg.learn.update(learning_rate=1e-3)
+
+        - ``device``: torch device of the networks (``"cuda"`` picks the rank's local GPU).
+        - ``collect.n_sample``: env steps collected per iteration, summed over ranks (the pipeline's
+          ``to_ddp_config`` divides it by the world size).
+        - ``learn.batch_size``: global batch; divided by the world size the same way.
+        - ``eval.eval_freq``: evaluate every this many global env steps (0: only at the end).
+        - ``other.log_freq``: write metrics every this many global env steps.
+        - ``other.checkpoint.freq`` (global env steps, 0: only at the end), ``other.checkpoint.keep_last``.
+        """
+        return EasyDict(
+            device="cpu",
+            model={},
+            learn=dict(batch_size=64, learning_rate=1e-3),
+            collect=dict(n_sample=64),
+            eval=dict(eval_freq=2000),
+            other=dict(log_freq=1000, checkpoint=dict(freq=0, keep_last=3)),
+        )
+
+    def __init__(
+        self,
+        cfg: Mapping[str, Any],
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.cfg = EasyDict(cfg)
+        self.obs_space = obs_space
+        self.action_space = action_space
+        self.device = torch.device(device)
+        self.train_iter = 0  # optimizer updates applied so far (identical on every rank)
+
+    # --- distributed training -------------------------------------------------------------------
+    @staticmethod
+    def distribute(model: nn.Module, optimizer: torch.optim.Optimizer, **options: Any):
+        """Wrap a trained ``(model, optimizer)`` pair with the sync engine.
+
+        After ``loss.backward()`` through the returned model, every gradient is averaged across ranks.
+        Returns ``(wrapped_model, optimizer)``; keep using the raw ``model`` for no-grad work.
+        """
+        return distribute(model, optimizer, **options)
+
+    # --- acting ---------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def collect_action(self, obs: np.ndarray, env_step: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Exploratory actions for a batch of observations and per-step extras (may be empty)."""
+
+    @abc.abstractmethod
+    def eval_action(self, obs: np.ndarray) -> np.ndarray:
+        """Greedy (deterministic) actions for a batch of observations, using the raw networks."""
+
+    def to_env_action(self, action: np.ndarray) -> np.ndarray:
+        """Map stored actions to what the env accepts (PPO clips Gaussian samples to the bounds)."""
+        return action
+
+    # --- learning -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def learn(self, data: Any) -> dict[str, float]:
+        """Apply one learning step (DQN: one update; PPO: all epochs over a rollout); return statistics."""
+
+    # --- checkpointing --------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume learning: each attribute in ``_state_attrs`` and ``train_iter``."""
+        state: dict[str, Any] = {name: getattr(self, name).state_dict() for name in self._state_attrs}
+        state["train_iter"] = self.train_iter
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` produced; a missing entry raises ``KeyError`` naming it."""
+        missing = [name for name in (*self._state_attrs, "train_iter") if name not in state]
+        if missing:
+            raise KeyError(f"policy state is missing {missing}; it has {sorted(state)}")
+        for name in self._state_attrs:
+            getattr(self, name).load_state_dict(state[name])
+        self.train_iter = int(state["train_iter"])
+
+    # --- small helpers --------------------------------------------------------------------------
+    def as_tensor(self, x: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """``x`` as a tensor on the policy's device."""
+        return torch.as_tensor(x, dtype=dtype, device=self.device)
+
+
+def obs_dim(space: gym.Space) -> int:
+    """Flat size of a Box observation space; a clear error for other spaces.
+
+    Example::
+
+        obs_dim(gym.spaces.Box(-1, 1, (4,)))  # 4
+    """
+    if isinstance(space, gym.spaces.Box):
+        return int(np.prod(space.shape))
+    if isinstance(space, gym.spaces.Discrete):
+        raise ValueError(f"Discrete observation spaces need one-hot encoding; got {space}")
+    raise ValueError(f"expected a Box observation space, got {space}")
+
+
+def action_info(space: gym.Space) -> tuple[bool, int]:
+    """``(is_discrete, size)``: number of actions for Discrete, flat action size for Box.
+
+    Example::
+
+        action_info(gym.spaces.Discrete(2))  # (True, 2)
+    """
+    if isinstance(space, gym.spaces.Discrete):
+        return True, int(space.n)
+    if isinstance(space, gym.spaces.Box):
+        return False, int(np.prod(space.shape))
+    raise ValueError(f"expected a Discrete or Box action space, got {space}")
+
+
+_ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "gelu": nn.GELU}
+
+
+def mlp(
+    sizes: Sequence[int],
+    activation: str = "relu",
+    *,
+    out_activation: bool = False,
+    out_gain: float | None = None,
+) -> nn.Sequential:
+    """Fully connected net ``sizes[0] -> ... -> sizes[-1]`` with ``activation`` between layers.
+
+    ``out_activation``: also apply the activation after the last layer (for feature trunks).
+    ``out_gain`` (optional) re-initializes the last layer orthogonally with that gain (PPO heads).
+
+    Example::
+
+        net = mlp([4, 64, 64, 2], activation="tanh")
+    """
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+    if len(sizes) < 2:
+        raise ValueError(f"mlp needs at least input and output sizes, got {list(sizes)}")
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(int(sizes[i]), int(sizes[i + 1])))
+        if i < len(sizes) - 2 or out_activation:
+            layers.append(_ACTIVATIONS[activation]())
+    if out_gain is not None:
+        last = [layer for layer in layers if isinstance(layer, nn.Linear)][-1]
+        nn.init.orthogonal_(last.weight, gain=out_gain)
+        nn.init.zeros_(last.bias)
+    return nn.Sequential(*layers)
+
+
+@torch.no_grad()
+def hard_update(target: nn.Module, source: nn.Module) -> None:
+    """Copy ``source``'s parameters and buffers into ``target``.
+
+    Example::
+
+        hard_update(target_net, online_net)
+    """
+    target.load_state_dict(source.state_dict())
+
+
+@torch.no_grad()
+def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
+    """Polyak averaging ``target = (1 - tau) * target + tau * source``.
+
+    Example::
+
+        soft_update(target_net, online_net, tau=0.005)
+    """
+    if not 0.0 < tau <= 1.0:
+        raise ValueError(f"tau must be in (0, 1], got {tau}")
+    for t, s in zip(target.parameters(), source.parameters()):
+        t.lerp_(s, tau)
+    for t, s in zip(target.buffers(), source.buffers()):
+        t.copy_(s)

@@ -1,0 +1,194 @@
+"""DQN: double DQN with a target network (hard or soft updates), n-step returns and an optional dueling head.
+
+Reading order: the Q-network, then :class:`DQNPolicy` — config, epsilon-greedy acting, and ``learn``,
+where the TD target and the loss are computed in plain sight.
+
+The n-step return and the bootstrap discount come from the replay buffer
+(:class:`ding_dist.data.replay.ReplayBuffer`): ``target = reward + discount * Q_target(next_obs, a*)``
+with ``a* = argmax_a Q_online(next_obs, a)`` (double DQN), ``discount = gamma**n`` or 0 after a
+termination (a truncated episode still bootstraps).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+from easydict import EasyDict
+from torch import nn
+
+from ding_dist.policy.base import Policy, action_info, hard_update, mlp, obs_dim, soft_update
+
+__all__ = ["DQNPolicy", "QNetwork", "epsilon_schedule"]
+
+
+class QNetwork(nn.Module):
+    """MLP Q-network ``obs -> Q(obs, .)``; with ``dueling=True``: ``V(obs) + A(obs, .) - mean A``.
+
+    Example::
+
+        q = QNetwork(obs_size=4, n_actions=2, hidden_sizes=[64, 64], dueling=True)
+        q(torch.zeros(1, 4)).shape  # (1, 2)
+    """
+
+    def __init__(
+        self,
+        obs_size: int,
+        n_actions: int,
+        hidden_sizes: Sequence[int] = (128, 128),
+        dueling: bool = False,
+        activation: str = "relu",
+    ) -> None:
+        super().__init__()
+        if not hidden_sizes:
+            raise ValueError("model.hidden_sizes must name at least one hidden layer, got []")
+        last = int(hidden_sizes[-1])
+        self.body = mlp([obs_size, *hidden_sizes], activation, out_activation=True)
+        self.dueling = dueling
+        if dueling:
+            self.value = mlp([last, last, 1], activation)
+            self.advantage = mlp([last, last, n_actions], activation)
+        else:
+            self.head = nn.Linear(last, n_actions)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        h = self.body(obs)
+        if not self.dueling:
+            return self.head(h)
+        adv = self.advantage(h)
+        return self.value(h) + adv - adv.mean(dim=-1, keepdim=True)
+
+
+def epsilon_schedule(kind: str, start: float, end: float, decay: int, env_step: int) -> float:
+    """Exploration rate after ``env_step`` global env steps.
+
+    ``"linear"``: from ``start`` to ``end`` over ``decay`` steps, then ``end``;
+    ``"exp"``: ``end + (start - end) * exp(-env_step / decay)``.
+
+    Example::
+
+        epsilon_schedule("linear", 1.0, 0.05, 10_000, 5_000)  # 0.525
+    """
+    if kind == "linear":
+        frac = min(1.0, env_step / max(1, decay))
+        return start + frac * (end - start)
+    if kind == "exp":
+        return end + (start - end) * float(np.exp(-env_step / max(1, decay)))
+    raise ValueError(f"other.eps.type must be 'linear' or 'exp', got {kind!r}")
+
+
+class DQNPolicy(Policy):
+    """Double DQN for discrete actions.
+
+    Config (``policy.*``, beyond the base keys): ``discount_factor``, ``nstep``;
+    ``model.hidden_sizes``, ``model.dueling``, ``model.activation``;
+    ``learn.update_per_collect`` (gradient steps per collect), ``learn.learning_starts`` (global env
+    steps before the first update), ``learn.target_update_freq`` (hard copy every K updates) or
+    ``learn.target_theta`` (soft update rate per update, used when set), ``learn.double``,
+    ``learn.loss`` (``"huber"``/``"mse"``), ``learn.grad_clip_norm`` (None: no clipping);
+    ``other.eps`` (``type``, ``start``, ``end``, ``decay`` in global env steps);
+    ``other.replay_buffer`` (``replay_buffer_size`` global, ``save_in_checkpoint``).
+
+    Example::
+
+        cfg = DQNPolicy.default_config()
+        policy = DQNPolicy(cfg, env.single_observation_space, env.single_action_space)
+        actions, _ = policy.collect_action(obs, env_step=0)
+        stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"loss": ..., "q_mean": ...}
+    """
+
+    on_policy = False
+    _state_attrs = ("model", "target_model", "optimizer")
+
+    @classmethod
+    def default_config(cls) -> EasyDict:
+        cfg = super().default_config()
+        cfg.discount_factor = 0.99
+        cfg.nstep = 1
+        cfg.model = EasyDict(hidden_sizes=[128, 128], dueling=False, activation="relu")
+        cfg.learn.update(
+            batch_size=64,
+            learning_rate=1e-3,
+            update_per_collect=1,
+            learning_starts=1000,
+            target_update_freq=100,
+            target_theta=None,
+            double=True,
+            loss="huber",
+            grad_clip_norm=10.0,
+        )
+        cfg.collect.n_sample = 8
+        cfg.other.eps = EasyDict(type="linear", start=1.0, end=0.05, decay=10000)
+        cfg.other.replay_buffer = EasyDict(replay_buffer_size=100000, save_in_checkpoint=False)
+        return cfg
+
+    def __init__(
+        self,
+        cfg: Mapping[str, Any],
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        super().__init__(cfg, obs_space, action_space, device)
+        discrete, n_actions = action_info(action_space)
+        if not discrete:
+            raise ValueError(f"DQN needs a Discrete action space, got {action_space}")
+        if self.cfg.learn.loss not in ("huber", "mse"):
+            raise ValueError(f"learn.loss must be 'huber' or 'mse', got {self.cfg.learn.loss!r}")
+        self.n_actions = n_actions
+        m = self.cfg.model
+        self.model = QNetwork(obs_dim(obs_space), n_actions, m.hidden_sizes, m.dueling, m.activation)
+        self.model.to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.cfg.learn.learning_rate)
+        self.train_model, self.optimizer = self.distribute(self.model, self.optimizer)
+        # Copied after distribute, which gives every rank rank 0's initial parameters.
+        self.target_model = copy.deepcopy(self.model).requires_grad_(False)
+
+    @torch.no_grad()
+    def collect_action(self, obs: np.ndarray, env_step: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        e = self.cfg.other.eps
+        eps = epsilon_schedule(e.type, e.start, e.end, e.decay, env_step)
+        actions = self.model(self.as_tensor(obs)).argmax(dim=-1)
+        explore = torch.rand(actions.shape[0]) < eps
+        actions[explore] = torch.randint(self.n_actions, (int(explore.sum()),))
+        return actions.cpu().numpy(), {}
+
+    @torch.no_grad()
+    def eval_action(self, obs: np.ndarray) -> np.ndarray:
+        return self.model(self.as_tensor(obs)).argmax(dim=-1).cpu().numpy()
+
+    def learn(self, batch: Mapping[str, torch.Tensor]) -> dict[str, float]:
+        """One gradient step on a replay batch (keys ``obs, action, reward, next_obs, discount``)."""
+        lc = self.cfg.learn
+        with torch.no_grad():
+            next_q_target = self.target_model(batch["next_obs"])
+            if lc.double:  # the online net picks the action, the target net scores it
+                next_action = self.model(batch["next_obs"]).argmax(dim=-1, keepdim=True)
+            else:
+                next_action = next_q_target.argmax(dim=-1, keepdim=True)
+            next_q = next_q_target.gather(1, next_action).squeeze(1)
+            target = batch["reward"] + batch["discount"] * next_q
+
+        q = self.train_model(batch["obs"]).gather(1, batch["action"].long().unsqueeze(1)).squeeze(1)
+        if lc.loss == "huber":
+            loss = F.smooth_l1_loss(q, target)
+        else:
+            loss = F.mse_loss(q, target)
+
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # through the wrapped model: gradients are averaged across ranks
+        if lc.grad_clip_norm is not None:
+            nn.utils.clip_grad_norm_(self.model.parameters(), lc.grad_clip_norm)
+        self.optimizer.step()
+        self.train_iter += 1
+
+        if lc.target_theta is not None:
+            soft_update(self.target_model, self.model, lc.target_theta)
+        elif self.train_iter % lc.target_update_freq == 0:
+            hard_update(self.target_model, self.model)
+        return {"loss": loss.item(), "q_mean": q.mean().item()}

@@ -1,0 +1,257 @@
+"""PPO: clipped surrogate objective, GAE, value clipping, entropy bonus, advantage normalization.
+
+Discrete action spaces use a Categorical head, Box action spaces a Gaussian head with a learned,
+state-independent log standard deviation. Reading order: the actor-critic network, then
+:class:`PPOPolicy` — acting, :func:`compute_gae`, and ``learn`` with the loss written out.
+
+Every minibatch update goes through the sync engine, so with N ranks each update averages the
+gradients of N per-rank minibatches: the global minibatch is ``learn.batch_size`` (the pipeline
+gives each rank ``batch_size / N``), exactly as on one process.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from easydict import EasyDict
+from torch import nn
+from torch.distributions import Categorical, Normal
+
+from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
+
+__all__ = ["PPOPolicy", "ActorCritic", "compute_gae"]
+
+
+class ActorCritic(nn.Module):
+    """Separate actor and critic MLPs; ``forward(obs) -> (logits or mean, value)``.
+
+    Hidden layers are orthogonally initialized with gain sqrt(2), the policy head with 0.01 and the
+    value head with 1 (the usual PPO initialization).
+
+    Example::
+
+        net = ActorCritic(obs_size=4, action_size=2, discrete=True, hidden_sizes=[64, 64])
+        logits, value = net(torch.zeros(3, 4))  # shapes (3, 2), (3,)
+    """
+
+    def __init__(
+        self,
+        obs_size: int,
+        action_size: int,
+        discrete: bool,
+        hidden_sizes: Sequence[int] = (64, 64),
+        activation: str = "tanh",
+        log_std_init: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.discrete = discrete
+        self.actor = mlp([obs_size, *hidden_sizes, action_size], activation, out_gain=0.01)
+        self.critic = mlp([obs_size, *hidden_sizes, 1], activation, out_gain=1.0)
+        for net in (self.actor, self.critic):
+            for layer in list(net)[:-1]:
+                if isinstance(layer, nn.Linear):
+                    nn.init.orthogonal_(layer.weight, gain=math.sqrt(2))
+                    nn.init.zeros_(layer.bias)
+        if not discrete:
+            self.log_std = nn.Parameter(torch.full((action_size,), float(log_std_init)))
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.actor(obs), self.critic(obs).squeeze(-1)
+
+    def distribution(self, head: torch.Tensor) -> torch.distributions.Distribution:
+        """The action distribution for actor outputs ``head`` (logits or Gaussian means)."""
+        if self.discrete:
+            return Categorical(logits=head)
+        return Normal(head, self.log_std.exp().expand_as(head))
+
+
+def compute_gae(
+    reward: np.ndarray,
+    value: np.ndarray,
+    next_value: np.ndarray,
+    done: np.ndarray,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Generalized advantage estimation over a ``[T, N]`` rollout.
+
+    ``next_value[t]`` is the value of the state after step ``t`` (used only where ``done[t]`` is
+    False); ``done[t]`` cuts the recursion at episode ends. Truncation bootstrapping is folded into
+    ``reward`` by the caller. Returns ``(advantages, returns = advantages + value)``.
+
+    Example::
+
+        adv, ret = compute_gae(r, v, v_next, done, gamma=0.99, gae_lambda=0.95)
+    """
+    adv = np.zeros_like(reward, dtype=np.float32)
+    last = np.zeros(reward.shape[1:], dtype=np.float32)
+    for t in reversed(range(len(reward))):
+        nonterminal = 1.0 - done[t]
+        delta = reward[t] + gamma * next_value[t] * nonterminal - value[t]
+        last = delta + gamma * gae_lambda * nonterminal * last
+        adv[t] = last
+    return adv, adv + value
+
+
+class PPOPolicy(Policy):
+    """PPO for discrete (Categorical) or continuous (Gaussian) actions.
+
+    Config (``policy.*``, beyond the base keys): ``model.hidden_sizes``, ``model.activation``,
+    ``model.log_std_init``; ``collect.discount_factor``, ``collect.gae_lambda``, ``collect.n_sample``
+    (global rollout length per iteration, all envs and ranks); ``learn.epoch_per_collect``,
+    ``learn.batch_size`` (global minibatch), ``learn.learning_rate``, ``learn.clip_ratio``,
+    ``learn.value_clip_ratio`` (None: no value clipping), ``learn.value_weight``,
+    ``learn.entropy_weight``, ``learn.adv_norm``, ``learn.grad_clip_norm`` (None: no clipping).
+
+    Example::
+
+        cfg = PPOPolicy.default_config()
+        policy = PPOPolicy(cfg, env.single_observation_space, env.single_action_space)
+        actions, extras = policy.collect_action(obs, env_step=0)  # extras: logp, value
+        stats = policy.learn(rollout)  # rollout from the collector, fields [T, N, ...]
+    """
+
+    on_policy = True
+    _state_attrs = ("model", "optimizer")
+
+    @classmethod
+    def default_config(cls) -> EasyDict:
+        cfg = super().default_config()
+        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0)
+        cfg.learn.update(
+            epoch_per_collect=10,
+            batch_size=64,
+            learning_rate=3e-4,
+            clip_ratio=0.2,
+            value_clip_ratio=None,
+            value_weight=0.5,
+            entropy_weight=0.0,
+            adv_norm=True,
+            grad_clip_norm=0.5,
+        )
+        cfg.collect.update(n_sample=2048, discount_factor=0.99, gae_lambda=0.95)
+        return cfg
+
+    def __init__(
+        self,
+        cfg: Mapping[str, Any],
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        super().__init__(cfg, obs_space, action_space, device)
+        self.discrete, action_size = action_info(action_space)
+        m = self.cfg.model
+        self.model = ActorCritic(
+            obs_dim(obs_space), action_size, self.discrete, m.hidden_sizes, m.activation, m.log_std_init
+        ).to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.cfg.learn.learning_rate, eps=1e-5)
+        self.train_model, self.optimizer = self.distribute(self.model, self.optimizer)
+        if not self.discrete:
+            self._low, self._high = action_space.low, action_space.high
+
+    def _log_prob(self, dist: torch.distributions.Distribution, action: torch.Tensor) -> torch.Tensor:
+        logp = dist.log_prob(action)
+        return logp if self.discrete else logp.sum(-1)
+
+    @torch.no_grad()
+    def collect_action(self, obs: np.ndarray, env_step: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        head, value = self.model(self.as_tensor(obs))
+        dist = self.model.distribution(head)
+        action = dist.sample()
+        extras = {"logp": self._log_prob(dist, action).cpu().numpy(), "value": value.cpu().numpy()}
+        return action.cpu().numpy(), extras
+
+    def to_env_action(self, action: np.ndarray) -> np.ndarray:
+        # Gaussian samples are stored as drawn (their log-prob is what PPO needs) and clipped for the env.
+        return action if self.discrete else np.clip(action, self._low, self._high)
+
+    @torch.no_grad()
+    def eval_action(self, obs: np.ndarray) -> np.ndarray:
+        head, _ = self.model(self.as_tensor(obs))
+        action = head.argmax(dim=-1) if self.discrete else head
+        return self.to_env_action(action.cpu().numpy())
+
+    @torch.no_grad()
+    def _value(self, obs: np.ndarray) -> np.ndarray:
+        return self.model(self.as_tensor(obs))[1].cpu().numpy()
+
+    def advantages(self, rollout: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """GAE advantages and value targets ``[T, N]`` for a rollout from the collector."""
+        cc = self.cfg.collect
+        reward = rollout["reward"].astype(np.float32)  # a copy: the rollout stays as collected
+        value = rollout["value"]
+        done = rollout["terminated"] | rollout["truncated"]
+
+        # A truncated episode did not end in the MDP: add gamma * V(final obs) to its last reward.
+        truncated = rollout["truncated"]
+        if truncated.any():
+            reward[truncated] += cc.discount_factor * self._value(rollout["next_obs"][truncated])
+        next_value = np.concatenate([value[1:], self._value(rollout["last_obs"])[None]], axis=0)
+        return compute_gae(reward, value, next_value, done, cc.discount_factor, cc.gae_lambda)
+
+    def learn(self, rollout: Mapping[str, np.ndarray]) -> dict[str, float]:
+        """All PPO epochs over one rollout (fields ``[T, N, ...]`` plus ``last_obs`` ``[N, ...]``)."""
+        lc = self.cfg.learn
+        adv, ret = self.advantages(rollout)
+
+        def flat(x: np.ndarray) -> torch.Tensor:  # [T, N, ...] -> [T*N, ...]
+            return self.as_tensor(x.reshape(-1, *x.shape[2:]))
+
+        obs, old_logp, old_value = flat(rollout["obs"]), flat(rollout["logp"]), flat(rollout["value"])
+        action = flat(rollout["action"]) if not self.discrete else flat(rollout["action"]).long()
+        adv_all, ret_all = flat(adv), flat(ret)
+
+        size = obs.shape[0]
+        batch = min(int(lc.batch_size), size)
+        stats: dict[str, float] = {}
+        n_updates = 0
+        for _ in range(lc.epoch_per_collect):
+            order = torch.randperm(size, device=self.device)
+            for start in range(0, size - batch + 1, batch):  # drop the ragged tail: same count on every rank
+                idx = order[start : start + batch]
+                head, v = self.train_model(obs[idx])
+                dist = self.model.distribution(head)
+                logp = self._log_prob(dist, action[idx])
+                entropy = dist.entropy() if self.discrete else dist.entropy().sum(-1)
+
+                a = adv_all[idx]
+                if lc.adv_norm:
+                    a = (a - a.mean()) / (a.std() + 1e-8)
+                ratio = (logp - old_logp[idx]).exp()
+                policy_loss = torch.max(-a * ratio, -a * ratio.clamp(1.0 - lc.clip_ratio, 1.0 + lc.clip_ratio)).mean()
+
+                r = ret_all[idx]
+                if lc.value_clip_ratio is not None:
+                    v_clipped = old_value[idx] + (v - old_value[idx]).clamp(-lc.value_clip_ratio, lc.value_clip_ratio)
+                    value_loss = 0.5 * torch.max((v - r) ** 2, (v_clipped - r) ** 2).mean()
+                else:
+                    value_loss = 0.5 * ((v - r) ** 2).mean()
+
+                loss = policy_loss + lc.value_weight * value_loss - lc.entropy_weight * entropy.mean()
+
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()  # through the wrapped model: gradients are averaged across ranks
+                if lc.grad_clip_norm is not None:
+                    nn.utils.clip_grad_norm_(self.model.parameters(), lc.grad_clip_norm)
+                self.optimizer.step()
+                self.train_iter += 1
+                n_updates += 1
+
+                with torch.no_grad():
+                    step_stats = {
+                        "loss": loss,
+                        "policy_loss": policy_loss,
+                        "value_loss": value_loss,
+                        "entropy": entropy.mean(),
+                        "approx_kl": ((ratio - 1) - (logp - old_logp[idx])).mean(),
+                        "clip_frac": ((ratio - 1).abs() > lc.clip_ratio).float().mean(),
+                    }
+                for k, val in step_stats.items():
+                    stats[k] = stats.get(k, 0.0) + val.item()
+        return {k: v / max(1, n_updates) for k, v in stats.items()}

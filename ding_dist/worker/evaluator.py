@@ -1,0 +1,92 @@
+"""The evaluator: greedy episodes on rank 0 only; the stop decision is broadcast to every rank."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from ding_dist.comm import broadcast, get_rank
+from ding_dist.policy.base import Policy
+
+__all__ = ["Evaluator"]
+
+
+class Evaluator:
+    """Run ``n_episode`` greedy episodes over a vector env and compare the mean return with ``stop_value``.
+
+    Acting uses :meth:`Policy.eval_action`, which runs the raw (unwrapped) networks: evaluating
+    never enters a collective, so the other ranks only wait in :meth:`evaluate_and_share`'s broadcast.
+    Episodes are split evenly over the envs (env ``i`` runs ``n_episode // N`` episodes, one more for
+    the first ``n_episode % N``), so short episodes are not over-represented. Construct it with
+    ``venv=None`` on ranks other than 0.
+
+    Example::
+
+        venv = make_vec_env({"id": "CartPole-v1"}, 5)
+        ev = Evaluator(venv, policy, n_episode=5, seeds=env_seeds(0, 0, "evaluator", 5))
+        result = ev.evaluate()  # {"mean_return": ..., "std_return": ..., "returns": [...], ...}
+    """
+
+    def __init__(
+        self,
+        venv: gym.vector.VectorEnv | None,
+        policy: Policy,
+        n_episode: int,
+        seeds: Sequence[int] | None = None,
+        stop_value: float | None = None,
+    ) -> None:
+        if n_episode < 1:
+            raise ValueError(f"n_episode must be >= 1, got {n_episode}")
+        self.venv = venv
+        self.policy = policy
+        self.n_episode = int(n_episode)
+        self.stop_value = stop_value
+        self._seeds = list(seeds) if seeds is not None else None
+
+    def evaluate(self) -> dict[str, Any]:
+        """Greedy episodes on this process; returns ``mean_return, std_return, returns, lengths``."""
+        if self.venv is None:
+            raise RuntimeError("this evaluator has no env (it was built for a rank other than 0)")
+        n = self.venv.num_envs
+        quota = np.array([self.n_episode // n + (i < self.n_episode % n) for i in range(n)])
+        obs, _ = self.venv.reset(seed=self._seeds)
+        self._seeds = None  # later evaluations continue each env's RNG stream
+        ep_return, ep_length = np.zeros(n), np.zeros(n, dtype=np.int64)
+        returns: list[float] = []
+        lengths: list[int] = []
+        done_count = np.zeros(n, dtype=np.int64)
+        while (done_count < quota).any():
+            obs, reward, terminated, truncated, _ = self.venv.step(self.policy.eval_action(obs))
+            ep_return += reward
+            ep_length += 1
+            for i in np.flatnonzero(terminated | truncated):
+                if done_count[i] < quota[i]:
+                    returns.append(float(ep_return[i]))
+                    lengths.append(int(ep_length[i]))
+                    done_count[i] += 1
+                ep_return[i], ep_length[i] = 0.0, 0
+        return {
+            "mean_return": float(np.mean(returns)),
+            "std_return": float(np.std(returns)),
+            "returns": returns,
+            "lengths": lengths,
+        }
+
+    def evaluate_and_share(self) -> tuple[float, bool]:
+        """Collective: rank 0 evaluates, then broadcasts ``(mean_return, stop)`` to every rank."""
+        packed = torch.zeros(2, dtype=torch.float64)
+        if get_rank() == 0:
+            mean = self.evaluate()["mean_return"]
+            stop = self.stop_value is not None and mean >= self.stop_value
+            packed[0], packed[1] = mean, float(stop)
+        broadcast(packed, src=0)
+        return float(packed[0]), bool(packed[1])
+
+    def close(self) -> None:
+        """Close the vector env (if any)."""
+        if self.venv is not None:
+            self.venv.close()

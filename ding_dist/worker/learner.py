@@ -1,0 +1,80 @@
+"""The learner: drives ``policy.learn`` and reduces logged values across ranks with one collective."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from ding_dist.comm import allreduce, get_world_size
+from ding_dist.data.replay import ReplayBuffer
+from ding_dist.policy.base import Policy
+
+__all__ = ["Learner", "reduce_log"]
+
+
+def reduce_log(sums: Mapping[str, float], means: Mapping[str, float]) -> dict[str, float]:
+    """Sum ``sums`` and average ``means`` over all ranks with ONE allreduce of a packed tensor.
+
+    Every rank must pass the same keys (they are sorted, so insertion order does not matter).
+
+    Example::
+
+        out = reduce_log({"episodes": 3}, {"train/loss": 0.5})
+        # on 2 ranks: {"episodes": 6.0 (sum), "train/loss": mean of the two ranks}
+    """
+    overlap = set(sums) & set(means)
+    if overlap:
+        raise ValueError(f"keys {sorted(overlap)} appear in both sums and means")
+    sum_keys, mean_keys = sorted(sums), sorted(means)
+    packed = torch.tensor(
+        [float(sums[k]) for k in sum_keys] + [float(means[k]) for k in mean_keys], dtype=torch.float64
+    )
+    if packed.numel():
+        allreduce(packed, op="sum")
+    world = get_world_size()
+    values = packed.tolist()
+    out = dict(zip(sum_keys, values[: len(sum_keys)]))
+    out.update({k: v / world for k, v in zip(mean_keys, values[len(sum_keys) :])})
+    return out
+
+
+class Learner:
+    """Apply policy updates and keep running means of their statistics until :meth:`pop_stats`.
+
+    The optimizer step itself happens in ``policy.learn`` through the sync engine (gradients are
+    averaged across ranks); every rank runs the same number of updates, because the pipelines base
+    every decision on global counters.
+
+    Example::
+
+        learner = Learner(policy)
+        learner.train_replay(buffer, n_updates=4, batch_size=32)
+        stats = learner.pop_stats()  # {"train/loss": ..., "train/q_mean": ...}
+    """
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self._sums: dict[str, float] = {}
+        self._count = 0
+
+    def _record(self, stats: Mapping[str, float]) -> None:
+        for k, v in stats.items():
+            self._sums[k] = self._sums.get(k, 0.0) + float(v)
+        self._count += 1
+
+    def train_replay(self, buffer: ReplayBuffer, n_updates: int, batch_size: int) -> None:
+        """``n_updates`` updates, each on a fresh batch from ``buffer`` (off-policy)."""
+        for _ in range(n_updates):
+            self._record(self.policy.learn(buffer.sample(batch_size, device=self.policy.device)))
+
+    def train_rollout(self, rollout: Mapping[str, np.ndarray]) -> None:
+        """One ``policy.learn`` call on a fresh rollout (on-policy: all epochs and minibatches)."""
+        self._record(self.policy.learn(rollout))
+
+    def pop_stats(self) -> dict[str, float]:
+        """Local means of the statistics since the last call, keyed ``train/<name>``; then reset."""
+        out = {f"train/{k}": v / self._count for k, v in self._sums.items()} if self._count else {}
+        self._sums, self._count = {}, 0
+        return out

@@ -1,0 +1,106 @@
+"""Collector, evaluator and learner on real CartPole envs and real processes (gloo)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from ding_dist.comm import get_rank
+from ding_dist.data.replay import ReplayBuffer
+from ding_dist.envs import env_seeds, make_vec_env
+from ding_dist.policy import DQNPolicy, PPOPolicy
+from ding_dist.worker import Collector, Evaluator, Learner, reduce_log
+
+
+class FixedPolicy:
+    """Always action 1, greedy or not: CartPole then fails in ~10 steps, deterministically per seed."""
+
+    device = torch.device("cpu")
+
+    def collect_action(self, obs, env_step):
+        return np.ones(len(obs), dtype=np.int64), {"tag": np.full(len(obs), env_step)}
+
+    def eval_action(self, obs):
+        return np.ones(len(obs), dtype=np.int64)
+
+    def to_env_action(self, action):
+        return action
+
+
+def test_collector_rollout_layout_and_final_obs():
+    venv = make_vec_env({"id": "CartPole-v1"}, 3)
+    col = Collector(venv, FixedPolicy(), env_seeds(0, 0, "collector", 3))
+    ro = col.collect(40, env_step=123)
+    assert ro["obs"].shape == (40, 3, 4) and ro["reward"].shape == (40, 3) and ro["last_obs"].shape == (3, 4)
+    assert (ro["tag"] == 123).all()  # the policy's extras are stored per step
+    done = ro["terminated"] | ro["truncated"]
+    assert done.any()
+    # Within an episode next_obs[t] == obs[t+1]; at an episode end next_obs is the final (failing) obs,
+    # while obs[t+1] is a fresh reset state.
+    for t in range(39):
+        for e in range(3):
+            if done[t, e]:
+                assert abs(ro["next_obs"][t, e, 2]) > 0.2  # pole angle beyond CartPole's 12-degree limit
+                assert np.abs(ro["obs"][t + 1, e]).max() <= 0.05
+            else:
+                np.testing.assert_array_equal(ro["next_obs"][t, e], ro["obs"][t + 1, e])
+    returns, lengths = col.pop_episodes()
+    assert len(returns) == int(done.sum()) and returns == [float(n) for n in lengths]
+    assert col.pop_episodes() == ([], [])
+    col.close()
+
+
+def test_evaluator_runs_exactly_the_requested_episodes():
+    venv = make_vec_env({"id": "CartPole-v1"}, 3)
+    ev = Evaluator(venv, FixedPolicy(), n_episode=7, seeds=env_seeds(0, 0, "evaluator", 3), stop_value=5)
+    result = ev.evaluate()
+    assert len(result["returns"]) == 7
+    assert result["mean_return"] == pytest.approx(np.mean(result["returns"]))
+    assert 5 < result["mean_return"] < 30
+    mean, stop = ev.evaluate_and_share()  # fake link: a no-op broadcast
+    assert stop is True and mean > 5
+    ev.close()
+    with pytest.raises(RuntimeError, match="no env"):
+        Evaluator(None, FixedPolicy(), 3).evaluate()
+
+
+def test_learner_counts_updates_and_averages_stats():
+    torch.manual_seed(0)
+    cfg = DQNPolicy.default_config()
+    policy = DQNPolicy(cfg, gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2))
+    buf = ReplayBuffer(100, (4,), num_envs=2, seed=0)
+    for _ in range(10):
+        buf.add(np.random.rand(2, 4), [0, 1], [1.0, 1.0], np.random.rand(2, 4), [False, True], [False, False])
+    learner = Learner(policy)
+    learner.train_replay(buf, n_updates=5, batch_size=8)
+    assert policy.train_iter == 5
+    stats = learner.pop_stats()
+    assert set(stats) == {"train/loss", "train/q_mean"} and learner.pop_stats() == {}
+
+
+def _reduce_on_rank():
+    rank = get_rank()
+    return reduce_log({"episodes": rank + 1, "ret": 10.0 * rank}, {"train/loss": float(rank)})
+
+
+def test_reduce_log_sums_and_averages_across_ranks(run_ranks):
+    results = run_ranks(_reduce_on_rank, 2)
+    assert results[0] == results[1] == {"episodes": 3.0, "ret": 10.0, "train/loss": 0.5}
+    with pytest.raises(ValueError, match="both"):
+        reduce_log({"a": 1}, {"a": 2})
+
+
+def _evaluate_on_rank0_only():
+    torch.manual_seed(0)
+    cfg = PPOPolicy.default_config()
+    venv = make_vec_env({"id": "CartPole-v1"}, 2) if get_rank() == 0 else None
+    policy = PPOPolicy(cfg, gym.spaces.Box(-5, 5, (4,)), gym.spaces.Discrete(2))
+    ev = Evaluator(venv, policy, n_episode=2, seeds=[1, 2], stop_value=0.0)
+    return ev.evaluate_and_share()
+
+
+def test_evaluation_result_is_broadcast_from_rank0(run_ranks):
+    (m0, s0), (m1, s1) = run_ranks(_evaluate_on_rank0_only, 2)
+    assert m0 == m1 and m0 > 0 and s0 is s1 is True
