@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -18,6 +19,7 @@ from .settings import FAKE_SETTINGS, LaunchSettings, resolve_launch_settings, re
 logger = logging.getLogger(__name__)
 
 _BACKENDS = ("gloo", "nccl", "mpi")
+RETRIES_ENV = "DING_DIST_INIT_RETRIES"
 _settings: LaunchSettings = FAKE_SETTINGS  # what the running process group was started with
 _finalizers: list[Callable[[], None]] = []  # caches tied to the group (e.g. subgroups), cleared on finalize
 
@@ -63,6 +65,8 @@ def dist_init(
     ``backend=None`` picks nccl with CUDA, else gloo; on CUDA the device is set from the local rank.
     ``timeout`` (seconds) defaults to ``$DING_DIST_TIMEOUT`` or 30 minutes. Calling it again while a group
     runs is a no-op returning the running ``(rank, world_size)``; asking for different settings is an error.
+    A rendezvous that fails fast (e.g. a port still held after an elastic restart) is retried with backoff
+    (1 s, 2 s, ...; ``$DING_DIST_INIT_RETRIES`` times, default 2).
 
     Example:
         >>> dist_init()            # plain `python script.py`: the fake link
@@ -91,20 +95,7 @@ def dist_init(
         torch.cuda.set_device(index)
         device = f"cuda:{index}"
     init_method = "env://" if settings.source == "torchrun" else f"tcp://{settings.addr}:{settings.port}"
-    try:
-        dist.init_process_group(
-            backend,
-            init_method=init_method,
-            rank=settings.rank,
-            world_size=settings.world_size,
-            timeout=timedelta(seconds=timeout_s),
-        )
-    except (RuntimeError, ValueError, OSError) as exc:  # torch's DistError subclasses RuntimeError
-        role = "listen on" if settings.rank == 0 else "reach the master at"
-        raise ConnectionError(
-            f"rank {settings.rank} of {settings.world_size} could not {role} {settings.addr}:{settings.port} "
-            f"within {timeout_s:g} s (settings from {settings.source}; backend {backend}): {exc}"
-        ) from exc
+    _init_with_retries(backend, init_method, settings, timeout_s)
     _settings = settings
     logger.info(
         "ding_dist: rank %d of %d (local %d of %d), backend %s, device %s, settings from %s (%s:%d), timeout %gs",
@@ -120,6 +111,56 @@ def dist_init(
         timeout_s,
     )
     return settings.rank, settings.world_size
+
+
+def _init_retries() -> int:
+    raw = os.environ.get(RETRIES_ENV, "2")
+    try:
+        retries = int(raw)
+    except ValueError:
+        raise ValueError(f"{RETRIES_ENV} must be a non-negative integer, got {raw!r}") from None
+    if retries < 0:
+        raise ValueError(f"{RETRIES_ENV} must be a non-negative integer, got {retries}")
+    return retries
+
+
+def _init_with_retries(backend: str, init_method: str, settings: LaunchSettings, timeout_s: float) -> None:
+    """``init_process_group``, retried with backoff when it fails fast (a port still held after a restart,
+    a peer not listening yet); an attempt that used up the timeout is not retried."""
+    retries = _init_retries()
+    for attempt in range(retries + 1):
+        start = time.monotonic()
+        try:
+            dist.init_process_group(
+                backend,
+                init_method=init_method,
+                rank=settings.rank,
+                world_size=settings.world_size,
+                timeout=timedelta(seconds=timeout_s),
+            )
+            return
+        except (RuntimeError, ValueError, OSError) as exc:  # torch's DistError subclasses RuntimeError
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            failed_fast = time.monotonic() - start < timeout_s / 2
+            if attempt < retries and failed_fast:
+                delay = 2.0**attempt
+                logger.warning(
+                    "rank %d: process-group rendezvous failed (%s); retry %d of %d in %.0f s",
+                    settings.rank,
+                    exc,
+                    attempt + 1,
+                    retries,
+                    delay,
+                )
+                time.sleep(delay)
+                continue
+            role = "listen on" if settings.rank == 0 else "reach the master at"
+            raise ConnectionError(
+                f"rank {settings.rank} of {settings.world_size} could not {role} {settings.addr}:{settings.port} "
+                f"within {timeout_s:g} s (settings from {settings.source}; backend {backend}; "
+                f"{attempt + 1} attempt(s)): {exc}"
+            ) from exc
 
 
 def dist_finalize() -> None:

@@ -120,3 +120,32 @@ def test_unreachable_master_is_a_clear_error_within_the_timeout():
 def test_plain_python_script_runs_on_the_fake_link():
     proc = _run_script(DIST_MODE_SCRIPT + "\n", {}, timeout=60)
     assert "RESULT (1.0, 1)" in proc.stdout, proc.stderr
+
+
+RETRY_SCRIPT = """
+import logging, socket, sys, threading, time
+import ding_dist as dd
+logging.basicConfig(level=logging.WARNING)
+port = int(sys.argv[-1])
+holder = socket.socket()
+holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+holder.bind(("127.0.0.1", port))
+holder.listen()
+threading.Timer(1.5, holder.close).start()  # the port frees up while dist_init retries
+print("RESULT", dd.dist_init(backend="gloo", addr="127.0.0.1", port=port, rank=0, world_size=1, timeout=20))
+dd.dist_finalize()
+"""
+
+
+def test_rendezvous_that_fails_fast_is_retried_with_backoff():
+    port = dd.free_port()
+    proc = subprocess.run([sys.executable, "-c", RETRY_SCRIPT, str(port)], capture_output=True, text=True, timeout=60)
+    assert "RESULT (0, 1)" in proc.stdout, proc.stderr
+    assert "retry 1 of 2" in proc.stderr
+
+
+def test_bad_retry_setting_is_a_clear_error():
+    proc = _run_script(
+        "import ding_dist as dd; dd.dist_init(backend='gloo', rank=0, world_size=1)", {"DING_DIST_INIT_RETRIES": "x"}
+    )
+    assert "DING_DIST_INIT_RETRIES must be a non-negative integer, got 'x'" in proc.stderr
