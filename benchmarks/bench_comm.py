@@ -2,8 +2,8 @@
 
 Run:  python benchmarks/bench_comm.py [--nproc 2] [--repeats 15] [--max-mb 100]
 
-For each message size the two implementations run in alternating blocks (so both see the same machine
-load); the script prints the median time per call of each and the ratio ours / raw.
+For each message size the two implementations run interleaved, call by call (so both see the same
+machine load); the script prints the median time per call of each and the ratio ours / raw.
 """
 
 from __future__ import annotations
@@ -21,15 +21,9 @@ import ding_dist as dd
 SIZES = [4, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 100 << 20]
 
 
-def _time_block(fn, tensor, iters: int) -> float:
-    dist.barrier()
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn(tensor)
-    return (time.perf_counter() - start) / iters
-
-
 def _measure(sizes: list[int], repeats: int) -> list[dict]:
+    """Per size and op: ``samples`` pairs of calls, raw and ours back to back (order alternating),
+    each call timed on its own; the medians of the two series and their ratio."""
     rows = []
     pairs = {
         "allreduce": (lambda t: dist.all_reduce(t), lambda t: dd.allreduce(t)),
@@ -38,22 +32,25 @@ def _measure(sizes: list[int], repeats: int) -> list[dict]:
     }
     for nbytes in sizes:
         tensor = torch.ones(max(1, nbytes // 4), dtype=torch.float32)
-        iters = max(1, min(200, (8 << 20) // max(nbytes, 1)))
+        samples = max(repeats, min(400, (64 << 20) // max(nbytes, 1)))
         for name, (raw, ours) in pairs.items():
-            raw(tensor), ours(tensor)  # warm up connections and buffers
-            raw_times, our_times = [], []
-            for i in range(repeats):
-                order = [(raw, raw_times), (ours, our_times)]
-                if i % 2:
-                    order.reverse()
-                for fn, sink in order:
-                    sink.append(_time_block(fn, tensor, iters))
+            for _ in range(3):
+                raw(tensor), ours(tensor)  # warm up connections and buffers
+            times: dict[str, list[float]] = {"raw": [], "ours": []}
+            dist.barrier()
+            for i in range(samples):
+                order = [("raw", raw), ("ours", ours)] if i % 2 == 0 else [("ours", ours), ("raw", raw)]
+                for key, fn in order:
+                    start = time.perf_counter()
+                    fn(tensor)
+                    times[key].append(time.perf_counter() - start)
             rows.append(
                 {
                     "op": name,
                     "bytes": nbytes,
-                    "raw_us": statistics.median(raw_times) * 1e6,
-                    "ours_us": statistics.median(our_times) * 1e6,
+                    "samples": samples,
+                    "raw_us": statistics.median(times["raw"]) * 1e6,
+                    "ours_us": statistics.median(times["ours"]) * 1e6,
                 }
             )
     return rows
@@ -78,7 +75,7 @@ def _human(nbytes: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nproc", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=15, help="minimum timed pairs per size")
     parser.add_argument("--max-mb", type=float, default=100)
     args = parser.parse_args()
     sizes = [s for s in SIZES if s <= args.max_mb * (1 << 20)]
@@ -90,7 +87,7 @@ def main() -> None:
     )
 
     rows = dd.launch(_measure, args.nproc, sizes, args.repeats, timeout=3600)[0]
-    print(f"\n{args.nproc} gloo ranks on localhost, median of {args.repeats} alternating blocks per size")
+    print(f"\n{args.nproc} gloo ranks on localhost; median per call over >= {args.repeats} interleaved pairs (rank 0)")
     print(f"{'op':<14}{'size':>8}{'raw us':>12}{'ours us':>12}{'ours/raw':>10}")
     for row in rows:
         ratio = row["ours_us"] / row["raw_us"]

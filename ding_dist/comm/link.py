@@ -13,6 +13,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+# torch >= 2.13 names it all_gather_single (all_gather_into_tensor is deprecated there)
+_ALL_GATHER_SINGLE = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
 
 class CommHandle:
     """Handle of an asynchronous collective: ``wait()`` completes it and returns the tensor.
@@ -179,7 +182,7 @@ class TorchLink:
         return CommHandle(work, output) if async_op else None
 
     def allgather_into_tensor(self, output: torch.Tensor, input: torch.Tensor, group: Any, async_op: bool):
-        work = dist.all_gather_into_tensor(output, input, group=group, async_op=async_op)
+        work = _ALL_GATHER_SINGLE(output, input, group=group, async_op=async_op)
         return CommHandle(work, output) if async_op else None
 
     def global_rank(self, group: Any, group_rank: int) -> int:
