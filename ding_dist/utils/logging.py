@@ -221,10 +221,22 @@ class MetricWriter:
 def progress_bar(total: int | None, desc: str = "", initial: int = 0) -> tqdm:
     """A tqdm bar shown on rank 0 and disabled (silent, still countable) on the other ranks.
 
+    When stderr is not a terminal (CI logs, redirected output) it refreshes every 30 s instead of
+    twice a second, so a log gets a progress line now and then rather than thousands.
+
     Example:
         >>> bar = progress_bar(100, desc="env steps")
         >>> bar.update(10); bar.close()
     """
     if total is not None and (isinstance(total, bool) or not isinstance(total, numbers.Integral) or total < 0):
         raise ValueError(f"total must be an int >= 0 or None, got {total!r}")
-    return tqdm(total=total, desc=desc, initial=initial, disable=_rank_and_world()[0] != 0, dynamic_ncols=True)
+    interval = 0.5 if sys.stderr.isatty() else 30.0
+    return tqdm(
+        total=total,
+        desc=desc,
+        initial=initial,
+        disable=_rank_and_world()[0] != 0,
+        dynamic_ncols=True,
+        mininterval=interval,
+        maxinterval=max(interval, 10.0),
+    )
