@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Run benchmarks/bench_sync.py with one rank per network namespace across a rate-limited veth pair
-# (/work/shared/tools/two-hosts; needs root). Usage:
+# (the shared tools two-hosts script: ../shared/tools/two-hosts beside the repo; needs root). Usage:
 #   benchmarks/bench_sync_two_hosts.sh RATE [bench_sync.py options...]
 # e.g. benchmarks/bench_sync_two_hosts.sh 100mbit --steps 8 --rounds 4 --loss-check
 # The hosts are always taken down again, also on failure or Ctrl-C.
 set -euo pipefail
 RATE=${1:?usage: $0 RATE [bench_sync.py options...]}
 shift
-TWO_HOSTS=${TWO_HOSTS:-/work/shared/tools/two-hosts}
-PY=${PYTHON:-/work/venv/bin/python}
 HERE=$(cd "$(dirname "$0")" && pwd)
+TWO_HOSTS=${TWO_HOSTS:-$HERE/../../shared/tools/two-hosts}
+PY=${PYTHON:-$(command -v python)}
 PORT=${MASTER_PORT:-29533}
 "$TWO_HOSTS" up "$RATE"
 trap '"$TWO_HOSTS" down' EXIT
