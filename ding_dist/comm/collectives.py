@@ -72,7 +72,7 @@ def allreduce(tensor: torch.Tensor, op: str | Any = "sum", group: Any = None, as
     _check_tensor(tensor, "allreduce")
     op = reduce_op(op)
     _check_float_for_avg(tensor, op, "allreduce")
-    return current_link().allreduce(tensor, op, group, async_op)
+    return current_link(group).allreduce(tensor, op, group, async_op)
 
 
 def allreduce_async(tensor: torch.Tensor, op: str | Any = "avg", group: Any = None) -> CommHandle:
@@ -97,7 +97,7 @@ def broadcast(tensor: torch.Tensor, src: int = 0, group: Any = None, async_op: b
     """
     _check_tensor(tensor, "broadcast")
     _check_src(src, "src", "broadcast")
-    return current_link().broadcast(tensor, src, group, async_op)
+    return current_link(group).broadcast(tensor, src, group, async_op)
 
 
 def allgather(tensor: torch.Tensor, group: Any = None) -> list[torch.Tensor]:
@@ -108,7 +108,7 @@ def allgather(tensor: torch.Tensor, group: Any = None) -> list[torch.Tensor]:
         [tensor([7])]
     """
     _check_tensor(tensor, "allgather")
-    link = current_link()
+    link = current_link(group)
     outputs = [torch.empty_like(tensor) for _ in range(link.world_size(group))]
     link.allgather(outputs, tensor, group, False)
     return outputs
@@ -125,7 +125,7 @@ def allgather_into_tensor(output: torch.Tensor, input: torch.Tensor, group: Any 
     """
     _check_tensor(output, "allgather_into_tensor")
     _check_tensor(input, "allgather_into_tensor")
-    link = current_link()
+    link = current_link(group)
     expected = input.numel() * link.world_size(group)
     if output.numel() != expected:
         raise ValueError(
@@ -141,7 +141,7 @@ def get_global_rank(group: Any, group_rank: int) -> int:
         >>> get_global_rank(None, 0)
         0
     """
-    return current_link().global_rank(group, group_rank)
+    return current_link(group).global_rank(group, group_rank)
 
 
 def all_to_all_single(output: torch.Tensor, input: torch.Tensor, group: Any = None, async_op: bool = False):
@@ -157,7 +157,7 @@ def all_to_all_single(output: torch.Tensor, input: torch.Tensor, group: Any = No
     _check_tensor(input, "all_to_all_single")
     if output.numel() != input.numel():
         raise ValueError(f"all_to_all_single: output has {output.numel()} elements, input {input.numel()}")
-    return current_link().all_to_all_single(output, input, group, async_op)
+    return current_link(group).all_to_all_single(output, input, group, async_op)
 
 
 def barrier(group: Any = None) -> None:
@@ -166,12 +166,12 @@ def barrier(group: Any = None) -> None:
     Example:
         >>> barrier()
     """
-    current_link().barrier(group)
+    current_link(group).barrier(group)
 
 
 def _p2p(kind: str, tensor: torch.Tensor, peer: int, group: Any):
     _check_tensor(tensor, kind)
-    link = current_link()
+    link = current_link(group)
     if not link.is_fake:
         _check_src(peer, "peer", kind)
     return link.p2p(kind, tensor, peer, group)
@@ -240,7 +240,7 @@ def reduce_data(x: Any, dst: int = 0, op: str | Any = "sum", group: Any = None) 
         x = float(x)
     tensor, back = _as_comm_tensor(x, "reduce_data")
     _check_float_for_avg(tensor, op, "reduce_data")
-    link = current_link()
+    link = current_link(group)
     link.reduce(tensor, dst, op, group)
     return back(tensor) if link.rank() == dst else None
 

@@ -65,8 +65,9 @@ def dist_init(
     ``backend=None`` picks nccl with CUDA, else gloo; on CUDA the device is set from the local rank.
     ``timeout`` (seconds) defaults to ``$DING_DIST_TIMEOUT`` or 30 minutes. Calling it again while a group
     runs is a no-op returning the running ``(rank, world_size)``; asking for different settings is an error.
-    A rendezvous that fails fast (e.g. a port still held after an elastic restart) is retried with backoff
-    (1 s, 2 s, ...; ``$DING_DIST_INIT_RETRIES`` times, default 2).
+    A tcp:// rendezvous that fails fast (e.g. a port still held by a previous run) is retried with backoff
+    (1 s, 2 s, ...; ``$DING_DIST_INIT_RETRIES`` times, default 2); under torchrun the elastic agent owns the
+    rendezvous and restarts the workers itself (``--max-restarts``).
 
     Example:
         >>> dist_init()            # plain `python script.py`: the fake link
@@ -125,8 +126,8 @@ def _init_retries() -> int:
 
 
 def _init_with_retries(backend: str, init_method: str, settings: LaunchSettings, timeout_s: float) -> None:
-    """``init_process_group``, retried with backoff when it fails fast (a port still held after a restart,
-    a peer not listening yet); an attempt that used up the timeout is not retried."""
+    """``init_process_group``, retried with backoff when our tcp:// rendezvous fails fast (a port still held
+    after a restart); an attempt that used up the timeout is not retried."""
     retries = _init_retries()
     for attempt in range(retries + 1):
         start = time.monotonic()
@@ -142,8 +143,10 @@ def _init_with_retries(backend: str, init_method: str, settings: LaunchSettings,
         except (RuntimeError, ValueError, OSError) as exc:  # torch's DistError subclasses RuntimeError
             if dist.is_initialized():
                 dist.destroy_process_group()
-            failed_fast = time.monotonic() - start < timeout_s / 2
-            if attempt < retries and failed_fast:
+            # Retry only our own tcp:// rendezvous: under torchrun the agent owns the store (and restarts
+            # the workers itself), and a retry there could meet keys of the failed attempt.
+            retryable = init_method.startswith("tcp://") and time.monotonic() - start < timeout_s / 2
+            if attempt < retries and retryable:
                 delay = 2.0**attempt
                 logger.warning(
                     "rank %d: process-group rendezvous failed (%s); retry %d of %d in %.0f s",
@@ -184,7 +187,7 @@ def get_rank(group: Any = None) -> int:
         >>> get_rank()
         0
     """
-    return current_link().rank(group)
+    return current_link(group).rank(group)
 
 
 def get_world_size(group: Any = None) -> int:
@@ -194,7 +197,7 @@ def get_world_size(group: Any = None) -> int:
         >>> get_world_size()
         1
     """
-    return current_link().world_size(group)
+    return current_link(group).world_size(group)
 
 
 def get_local_rank() -> int:

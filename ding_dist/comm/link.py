@@ -226,8 +226,20 @@ def get_torch_link() -> TorchLink:
     return _torch_link
 
 
-def current_link() -> FakeLink | TorchLink:
-    """The link every helper talks through: torch.distributed if initialized, else the fake link."""
+def current_link(group: Any = None) -> FakeLink | TorchLink:
+    """The link every helper talks through: torch.distributed if initialized, else the fake link.
+
+    ``group`` (what the caller will pass on) must be ``None`` or a group of that link.
+    """
     if _AVAILABLE and dist.is_initialized():
+        if group is not None and not isinstance(group, dist.ProcessGroup):
+            raise TypeError(f"group must be None or a torch.distributed ProcessGroup, got {group!r}")
         return _torch_link
+    if group is not None and not isinstance(group, SingleProcessGroup):
+        what = (
+            "a group of a process group that is no longer running"
+            if _AVAILABLE and isinstance(group, dist.ProcessGroup)
+            else repr(group)
+        )
+        raise TypeError(f"group must be None or get_group()'s group on the fake link, got {what}")
     return FAKE_LINK

@@ -34,7 +34,10 @@ def _dumps(obj: Any) -> bytes:
 
 
 def _loads(payload: bytes, rank: int, fn: str) -> Any:
-    value = pickle.loads(payload)
+    try:
+        value = pickle.loads(payload)
+    except Exception as exc:  # e.g. the value's class differs between ranks, or its __reduce__ fails on load
+        raise TypeError(f"{fn}: rank {rank}'s value could not be unpickled here ({type(exc).__name__}: {exc})") from exc
     if isinstance(value, _PickleFailure):
         raise TypeError(f"{fn}: rank {rank} could not pickle its value of type {value.type_name} ({value.error})")
     return value
@@ -50,7 +53,7 @@ def broadcast_object_list(objs: list, src: int = 0, group: Any = None) -> list:
     if not isinstance(objs, list):
         raise TypeError(f"broadcast_object_list expects a list, got {type(objs).__name__}")
     _check_src(src, "src", "broadcast_object_list")
-    link = current_link()
+    link = current_link(group)
     if link.is_fake:
         for obj in objs:  # fail on an unpicklable value here too, as a real run would
             _loads(_dumps(obj), 0, "broadcast_object_list")
@@ -78,7 +81,7 @@ def allgather_object(obj: Any, group: Any = None) -> list:
         >>> allgather_object("x")
         ['x']
     """
-    link = current_link()
+    link = current_link(group)
     payload = _dumps(obj)
     if link.is_fake:
         return [_loads(payload, 0, "allgather_object")]
@@ -147,7 +150,7 @@ def allreduce_object_async(
         [1]
     """
     _check_reduce_fn(reduce_fn)
-    link = current_link()
+    link = current_link(group)
     payload = _dumps(value)
     if link.is_fake:
         return ObjectFuture(None, [], [], reduce_fn, _loads(payload, 0, "allreduce_object_async"))

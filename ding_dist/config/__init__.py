@@ -16,11 +16,14 @@ from ding_dist.config.compile import (
 )
 from ding_dist.config.errors import ConfigError
 from ding_dist.config.loader import read_config, save_config
+from ding_dist.config.rules import VALUE_RULES, check_values
 
 __all__ = [
     "ConfigError",
     "DEFAULT_EXP_NAME",
+    "VALUE_RULES",
     "apply_overrides",
+    "check_values",
     "compile_config",
     "parse_override",
     "read_config",

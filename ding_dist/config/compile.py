@@ -17,6 +17,7 @@ from typing import Any
 from easydict import EasyDict
 
 from ding_dist.config.errors import ConfigError
+from ding_dist.config.rules import check_values, short_repr
 
 __all__ = ["compile_config", "parse_override", "apply_overrides", "validate_config", "DEFAULT_EXP_NAME"]
 
@@ -82,16 +83,18 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
         (('env', 'env_id'), 'CartPole-v1')
     """
     if not isinstance(text, str):
-        raise ConfigError(f"override must be a string 'key.path=value', got {text!r}")
+        raise ConfigError(f"override must be a string 'key.path=value', got {short_repr(text)}")
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ConfigError(f"bad override {text!r}: expected 'key.path=value', e.g. 'policy.learn.batch_size=64'")
+        raise ConfigError(
+            f"bad override {short_repr(text)}: expected 'key.path=value', e.g. 'policy.learn.batch_size=64'"
+        )
     parts = tuple(key.split("."))
     for part in parts:
         if not part or not part.isidentifier():
             raise ConfigError(
-                f"bad override {text!r}: key path {key!r} must be dot-separated identifiers "
+                f"bad override {short_repr(text)}: key path {short_repr(key)} must be dot-separated identifiers "
                 "(e.g. 'policy.learn.batch_size')"
             )
     return parts, _parse_value(raw.strip())
@@ -117,8 +120,7 @@ def apply_overrides(cfg: dict, overrides: Iterable[str], schema: Mapping | None 
         >>> apply_overrides({"policy": {"learn": {"batch_size": 32}}}, ["policy.learn.batch_size=64"])
         {'policy': {'learn': {'batch_size': 64}}}
     """
-    if isinstance(overrides, str):
-        raise ConfigError(f"overrides must be a sequence of 'key=value' strings, got the string {overrides!r}")
+    _check_overrides(overrides)
     for text in overrides:
         parts, value = parse_override(text)
         if schema is not None and isinstance(_default_at(schema, parts), str) and not isinstance(value, str):
@@ -130,12 +132,17 @@ def apply_overrides(cfg: dict, overrides: Iterable[str], schema: Mapping | None 
                 child = node[part] = {}
             elif not isinstance(child, dict):
                 raise ConfigError(
-                    f"bad override {text!r}: {'.'.join(parts[: i + 1])!r} is {child!r}, not a dict, "
-                    "so it has no sub-keys"
+                    f"bad override {short_repr(text)}: {'.'.join(parts[: i + 1])!r} is {short_repr(child)}, "
+                    "not a dict, so it has no sub-keys"
                 )
             node = child
         node[parts[-1]] = value
     return cfg
+
+
+def _check_overrides(overrides: Any) -> None:
+    if isinstance(overrides, (str, bytes)) or not isinstance(overrides, Iterable):
+        raise ConfigError(f"overrides must be a sequence of 'key=value' strings, got {short_repr(overrides)}")
 
 
 # ----------------------------------------------------------------------------------------- validation
@@ -182,7 +189,7 @@ def _check_type(key: str, value: Any, default: Any) -> None:
     else:
         ok, expected = isinstance(value, type(default)), _type_name(default)
     if not ok:
-        raise ConfigError(f"config key {key!r} = {value!r} has type {_type_name(value)}, expected {expected}")
+        raise ConfigError(f"config key {key!r} = {short_repr(value)} has type {_type_name(value)}, expected {expected}")
 
 
 def _validate(value: Mapping, schema: Mapping, path: tuple[str, ...], all_paths: list[str]) -> None:
@@ -234,7 +241,9 @@ def compile_config(
     ``cfg.seed`` (the ``seed`` argument, else the config's, else 0), ``cfg.exp_name`` (default
     ``'default_experiment'``) and ``cfg.create_config`` (a copy of ``create_config``; an override
     ``create_config.env.type=...`` edits it). A ``create_config`` key inside ``main_config`` (as
-    :func:`save_config` writes it) is used when the ``create_config`` argument is None.
+    :func:`save_config` writes it) is used when the ``create_config`` argument is None. Besides its
+    type, every value must lie in the range :data:`~ding_dist.config.rules.VALUE_RULES` gives its key
+    (e.g. ``batch_size >= 1``, learning rates > 0). Any problem is one :class:`ConfigError` line.
 
     Example:
         >>> defaults = {"policy": {"learn": {"batch_size": 32, "lr": 1e-3}}, "env": {"env_kwargs": {}}}
@@ -252,10 +261,11 @@ def compile_config(
             raise ConfigError(f"defaults[{section!r}] must be a dict, got {_type_name(default)}")
         if section in _TOP_LEVEL_SCHEMA or section == _CREATE_KEY:
             raise ConfigError(f"defaults may not define the reserved top-level key {section!r}")
-    if isinstance(overrides, str):
-        raise ConfigError(f"overrides must be a sequence of 'key=value' strings, got the string {overrides!r}")
+    overrides = () if overrides is None else overrides
+    _check_overrides(overrides)
+    overrides = list(overrides)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ConfigError(f"seed must be an int, got {seed!r} ({_type_name(seed)})")
+        raise ConfigError(f"seed must be an int, got {short_repr(seed)} ({_type_name(seed)})")
 
     user = to_plain(main_config)
     embedded_create = user.pop(_CREATE_KEY, None)
@@ -284,5 +294,6 @@ def compile_config(
         merged["seed"] = seed
     merged.setdefault("seed", 0)
     merged.setdefault("exp_name", DEFAULT_EXP_NAME)
+    check_values(merged, schema)
     merged[_CREATE_KEY] = create
     return EasyDict(merged)

@@ -34,6 +34,8 @@ def read_config(path: str | os.PathLike) -> tuple[EasyDict, EasyDict]:
         >>> main.policy.cuda, dict(create)
         (False, {})
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError(f"config path must be a str or os.PathLike, got {type(path).__name__} {path!r:.80}")
     p = Path(path)
     if not p.is_file():
         what = "is a directory, not a file" if p.is_dir() else "does not exist"

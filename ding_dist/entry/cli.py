@@ -8,13 +8,22 @@
     ding-dist eval configs/cartpole_dqn_config.py --ckpt runs/cartpole_dqn/ckpt
     ding-dist plot runs/cartpole_dqn --out curve.png
 
-``--nproc N`` with N > 1 hands the job to torch's own launcher (``torch.distributed.run``, i.e. torchrun,
-with ``--standalone``), which starts N copies of ``ding-dist train`` without ``--nproc``; each copy finds
-torchrun's RANK/WORLD_SIZE and runs its rank. ``dist_init`` picks gloo on CPU and nccl on GPUs. Under any
-launcher (torchrun, or ``srun`` with SLURM variables) ``ding-dist train`` only runs its own rank.
+``--nproc N`` with N > 1 (or ``--max-restarts K`` with K > 0) hands the job to torch's own launcher
+(``torch.distributed.run``, i.e. torchrun, with ``--standalone``), which starts N copies of
+``ding-dist train`` without ``--nproc``; each copy finds torchrun's RANK/WORLD_SIZE and runs its rank.
+``dist_init`` picks gloo on CPU and nccl on GPUs. Under any launcher (torchrun, or ``srun`` with SLURM
+variables) ``ding-dist train`` only runs its own rank.
 
-Bad input (missing files, bad ``--set`` syntax, bad numbers, unknown config keys) ends with one line
-``ding-dist: error: ...`` on stderr and exit code 2.
+Reliability (docs/reliability.md): ``--timeout`` bounds every collective (``DING_DIST_TIMEOUT``),
+``--health-timeout`` the health checks before each evaluation and checkpoint, ``--max-restarts`` lets
+torchrun restart the ranks after a failure (training continues from the newest complete checkpoint),
+``--debug`` checks every collective and compares the networks across ranks. When a rank fails, the job
+ends with a summary naming the rank that failed first, how (exit code or signal) and its error's first
+line. SIGINT ends with exit code 130, SIGTERM with 143, after every rank has stopped.
+
+Bad input (missing files, bad ``--set`` syntax, bad or negative numbers, unknown config keys, env ids
+that do not exist) ends with one line ``ding-dist: error: ...`` on stderr and exit code 2, before any
+process is started.
 """
 
 from __future__ import annotations
@@ -22,8 +31,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -41,6 +53,13 @@ __all__ = ["build_parser", "main", "UsageError", "load_curves", "plot_curves", "
 
 PROG = "ding-dist"
 EXIT_USAGE = 2
+EXIT_SIGINT = 128 + signal.SIGINT  # 130
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
+DEBUG_ENV = "DING_DIST_DEBUG"
+TIMEOUT_ENV = "DING_DIST_TIMEOUT"
+# Torchrun's elastic agent sets this in the workers; a rank's exception is written there for the summary.
+ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
+SHARE_STORE_ENV = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 PLOT_KEYS = ("rollout/ep_rew_mean", "eval/mean_reward")
 
 
@@ -67,6 +86,16 @@ def _int_at_least(low: int):
         return value
 
     return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text}")
+    return value
 
 
 def _seed(text: str) -> int:
@@ -123,6 +152,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop after N env steps",
     )
     train.add_argument("--resume", metavar="EXP_DIR", default=None, help="continue the run saved in EXP_DIR")
+    train.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=None,
+        help="collective timeout of every rank: a rank that waits longer on a peer fails (sets DING_DIST_TIMEOUT; "
+        "default: $DING_DIST_TIMEOUT or 1800)",
+    )
+    train.add_argument(
+        "--health-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=60.0,
+        help="bound of the health check of all ranks before each evaluation and checkpoint (default 60)",
+    )
+    train.add_argument(
+        "--max-restarts",
+        metavar="K",
+        type=_int_at_least(0),
+        default=0,
+        help="restart all ranks up to K times after a failure, continuing from the newest complete checkpoint "
+        "(runs under torchrun, also with --nproc 1)",
+    )
+    train.add_argument(
+        "--debug",
+        action="store_true",
+        help="check every collective for mismatches across ranks and compare the networks every "
+        "100 train iterations and at each checkpoint (sets DING_DIST_DEBUG=1; slower)",
+    )
 
     ev = sub.add_parser("eval", help="evaluate a checkpoint", allow_abbrev=False)
     ev.add_argument("config", help="the config file the checkpoint was trained with")
@@ -192,43 +250,121 @@ def _print_rank0(text: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------- train
-def _child_argv(args: argparse.Namespace, config: Path) -> list[str]:
-    argv = ["train", str(config)]
+@contextmanager
+def _env_set(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables (inherited by the ranks a launcher starts) and restore them afterwards."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, old in saved.items():
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
+
+
+def _child_argv(args: argparse.Namespace, config: Path, exp_dir: Path) -> list[str]:
+    # An absolute experiment folder: restarted ranks must find the checkpoints of the failed ones.
+    argv = ["train", str(config), "--exp-dir", str(exp_dir), "--health-timeout", repr(args.health_timeout)]
     if args.seed is not None:
         argv += ["--seed", str(args.seed)]
     if args.overrides:
         argv += ["--set", *args.overrides]
-    if args.exp_dir is not None:
-        argv += ["--exp-dir", str(Path(args.exp_dir).resolve())]
     if args.max_env_steps is not None:
         argv += ["--max-env-steps", str(args.max_env_steps)]
     if args.resume is not None:
         argv += ["--resume", str(Path(args.resume).resolve())]
+    if args.timeout is not None:
+        argv += ["--timeout", repr(args.timeout)]
+    if args.debug:
+        argv += ["--debug"]
     return argv
 
 
-def _launch_local(nproc: int, child_argv: list[str]) -> int:
-    """Start ``nproc`` local ranks of ``ding-dist train`` with torch's launcher (torchrun --standalone)."""
+def _failure_line(failure: Any) -> str:
+    """First line of a rank's recorded error ('' when the rank left none, e.g. killed by a signal)."""
+    message = failure.message
+    if isinstance(message, dict):
+        message = message.get("message", "")
+    text = str(message or "").strip()
+    if not text or text.startswith("To enable traceback"):  # torchrun's filler when there is no error file
+        return ""
+    return text.splitlines()[0]
+
+
+def _is_consequence(failure: Any) -> bool:
+    """True for a failure caused by another rank's: a lost peer, or a stop by the launcher."""
+    from ding_dist.entry.pipeline import PEER_FAILURE
+
+    text = _failure_line(failure)
+    stopped = failure.exitcode in (-signal.SIGTERM, EXIT_SIGTERM)
+    return stopped or text.startswith("DeadRankError") or bool(PEER_FAILURE.search(text))
+
+
+def _report_failures(failures: dict[int, Any], nproc: int, max_restarts: int) -> int:
+    """Print one line per failed rank, the root cause (the rank that failed first) last; return the exit code.
+
+    Torchrun's timestamps have a resolution of one second, so a rank that failed *because* a peer died can
+    carry the same (or an earlier) time as the peer; such consequences rank after real causes.
+    """
+
+    def how(failure: Any) -> str:
+        return f"signal {failure.signal_name()}" if failure.exitcode < 0 else f"exit code {failure.exitcode}"
+
+    first = min(failures, key=lambda r: (_is_consequence(failures[r]), failures[r].timestamp, r))
+    for rank in sorted(failures):
+        if rank != first:
+            line = _failure_line(failures[rank]) or "its output is above"
+            print(f"{PROG}: rank {rank} of {nproc} also failed with {how(failures[rank])}: {line}", file=sys.stderr)
+    failure = failures[first]
+    after = f" after {max_restarts} restart(s)" if max_restarts else ""
+    line = _failure_line(failure) or (
+        f"pid {failure.pid}; its output is above" if failure.pid else "its output is above"
+    )
+    print(f"{PROG}: error: rank {first} of {nproc} failed with {how(failure)}{after} (first failure): {line}",
+          file=sys.stderr)  # fmt: skip
+    return EXIT_USAGE if failure.exitcode == EXIT_USAGE else 1
+
+
+def _launch_local(nproc: int, max_restarts: int, child_argv: list[str]) -> int:
+    """Start ``nproc`` local ranks of ``ding-dist train`` with torch's launcher (torchrun --standalone).
+
+    A failed rank ends the job (all ranks stopped) with a summary, or with ``max_restarts`` left, a restart
+    of all ranks. SIGTERM/SIGINT to this process stop every rank (torchrun's agent forwards the signal and
+    SIGKILLs what is left after 30 s) and return 143/130.
+    """
     # torch's launcher is the point here, so it is imported directly rather than through ding_dist.comm.
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser
     from torch.distributed.run import run as torchrun
 
-    launcher_argv = ["--standalone", "--nnodes", "1", "--nproc-per-node", str(nproc), "--module"]
+    launcher_argv = ["--standalone", "--nnodes", "1", "--nproc-per-node", str(nproc)]
+    launcher_argv += ["--max-restarts", str(max_restarts), "--module"]
     launcher_args = get_args_parser().parse_args([*launcher_argv, "ding_dist.entry.cli", *child_argv])
     # torchrun would set this itself (with a banner); one thread per rank keeps N ranks from oversubscribing.
     threads = os.environ.setdefault("OMP_NUM_THREADS", "1")
+    restarts = f", up to {max_restarts} restart(s)" if max_restarts else ""
     print(
-        f"{PROG}: starting {nproc} local processes with torch.distributed.run (OMP_NUM_THREADS={threads})",
+        f"{PROG}: starting {nproc} local process(es) with torch.distributed.run (OMP_NUM_THREADS={threads}{restarts})",
         file=sys.stderr,
     )
+    # torchrun's agent replaces these handlers (main thread only); put ours back when it is done.
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
+    restore = threading.current_thread() is threading.main_thread()
     try:
         torchrun(launcher_args)
     except ChildFailedError as e:
-        rank, failure = e.get_first_failure()
-        how = f"signal {failure.signal_name()}" if failure.exitcode < 0 else f"exit code {failure.exitcode}"
-        print(f"{PROG}: error: rank {rank} of {nproc} failed with {how} (its output is above)", file=sys.stderr)
-        return EXIT_USAGE if failure.exitcode == EXIT_USAGE else 1
+        return _report_failures(e.failures, nproc, max_restarts)
+    except SignalException as e:
+        print(f"{PROG}: stopped by {e.sigval.name}; all {nproc} rank(s) were stopped", file=sys.stderr)
+        return 128 + int(e.sigval)
+    finally:
+        for sig, handler in saved.items():
+            if restore and handler is not None:
+                signal.signal(sig, handler)
     return 0
 
 
@@ -246,19 +382,74 @@ def _summary(result: dict[str, Any], exp_dir: str | None) -> str:
     )
 
 
-def _check_compiles(config: Path, args: argparse.Namespace) -> None:
-    """Compile the config with its overrides now, so a bad key is one error line before any process starts."""
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _check_compiles(config: Path, args: argparse.Namespace) -> Any:
+    """Compile the config with its overrides, check its sizes and build its env once, so bad input is one
+    error line before any process starts; returns the compiled config."""
     from ding_dist.entry.pipeline import load_config
+    from ding_dist.envs import make_env
 
     try:
-        load_config(str(config), seed=args.seed, overrides=tuple(args.overrides))
+        cfg = load_config(str(config), seed=args.seed, overrides=tuple(args.overrides))
     except ConfigError:
         raise
-    except (ValueError, KeyError, TypeError) as e:  # e.g. an unknown policy type in create_config
-        raise UsageError(f"config {str(config)!r}: {e}") from e
+    except (ValueError, KeyError, TypeError) as e:  # e.g. an unknown policy type, a negative size
+        raise UsageError(f"config {str(config)!r}: {_first_line(e)}") from e
+    env = cfg.env
+    what = f"entry_point {env.get('entry_point')!r}" if env.get("entry_point") else f"env.id {env.get('id')!r}"
+    try:
+        made = make_env(
+            env.get("id"),
+            entry_point=env.get("entry_point"),
+            env_kwargs=env.get("env_kwargs"),
+            max_episode_steps=env.get("max_episode_steps"),
+        )
+    except Exception as e:  # unknown id, missing module, bad env_kwargs: the env's own message says which
+        raise UsageError(f"config {str(config)!r}: {what} cannot be made: {_first_line(e)}") from e
+    made.close()
+    return cfg
+
+
+def _run_rank(args: argparse.Namespace, config: Path) -> int:
+    """This process's rank of the job (a world of one without a launcher)."""
+    from ding_dist.comm import DistContext, debug_enabled, set_debug
+    from ding_dist.entry import pipeline
+
+    kwargs: dict[str, Any] = {} if args.seed is None else {"seed": args.seed}  # else the pipeline's default
+    was_debug = debug_enabled()
+    if args.debug:
+        set_debug(True)
+    try:
+        with DistContext():
+            result = pipeline.train(
+                str(config),
+                overrides=tuple(args.overrides),
+                exp_dir=args.exp_dir,
+                max_env_steps=args.max_env_steps,
+                resume=args.resume,
+                health_timeout=args.health_timeout,
+                **kwargs,
+            )
+            _print_rank0(_summary(result, args.exp_dir))
+    finally:
+        set_debug(was_debug)
+    return 0
+
+
+def _run_recorded_rank(args: argparse.Namespace, config: Path) -> int:
+    """``_run_rank`` under torchrun's ``record``: an uncaught exception reaches the launcher's summary."""
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    return record(_run_rank)(args, config)
 
 
 def _train(args: argparse.Namespace) -> int:
+    from ding_dist.entry import pipeline
+
     config = _check_config(args.config)
     if args.resume is not None:
         if not Path(args.resume).is_dir():
@@ -267,28 +458,35 @@ def _train(args: argparse.Namespace) -> int:
             raise UsageError(f"--resume {args.resume!r}: no complete checkpoint in its ckpt/ folder")
     if args.exp_dir is not None and Path(args.exp_dir).exists() and not Path(args.exp_dir).is_dir():
         raise UsageError(f"--exp-dir {args.exp_dir!r} exists and is not a folder")
-    _check_compiles(config, args)
-    if _under_launcher():
-        if args.nproc > 1:
-            print(f"{PROG}: already under a launcher, ignoring --nproc {args.nproc}", file=sys.stderr)
-    elif args.nproc > 1:
-        return _launch_local(args.nproc, _child_argv(args, config))
-
-    from ding_dist.comm import DistContext
-    from ding_dist.entry import pipeline
-
-    kwargs: dict[str, Any] = {} if args.seed is None else {"seed": args.seed}  # else the pipeline's default
-    with DistContext():
-        result = pipeline.train(
-            str(config),
-            overrides=tuple(args.overrides),
-            exp_dir=args.exp_dir,
-            max_env_steps=args.max_env_steps,
-            resume=args.resume,
-            **kwargs,
+    if args.exp_dir is not None and args.resume is None and not _under_launcher() and pipeline.holds_run(args.exp_dir):
+        raise UsageError(
+            f"--exp-dir {args.exp_dir!r} already holds a run: add --resume {args.exp_dir} to continue it, "
+            "or choose another folder"
         )
-        _print_rank0(_summary(result, args.exp_dir))
-    return 0
+    cfg = _check_compiles(config, args)
+    env = {TIMEOUT_ENV: repr(args.timeout)} if args.timeout is not None else {}
+    if args.debug:
+        env[DEBUG_ENV] = "1"
+    with _env_set(env | _restart_env(args.max_restarts)):
+        if _under_launcher():
+            if args.nproc > 1 or args.max_restarts:
+                print(f"{PROG}: already under a launcher, ignoring --nproc and --max-restarts", file=sys.stderr)
+            if os.environ.get(ERROR_FILE_ENV):
+                return _run_recorded_rank(args, config)
+            return _run_rank(args, config)
+        if args.nproc > 1 or args.max_restarts > 0:
+            exp_dir = Path(args.exp_dir or args.resume or pipeline.default_exp_dir(cfg.exp_name)).resolve()
+            return _launch_local(args.nproc, args.max_restarts, _child_argv(args, config, exp_dir))
+        return _run_rank(args, config)
+
+
+def _restart_env(max_restarts: int) -> dict[str, str]:
+    """Torchrun reuses one TCP store for every restart of the workers by default, so a restarted rank can
+    read the gloo addresses the dead generation left there and fail to connect. With store sharing off,
+    each generation's rank 0 serves a fresh store on a new port."""
+    if max_restarts > 0 and SHARE_STORE_ENV not in os.environ:
+        return {SHARE_STORE_ENV: "1"}
+    return {}
 
 
 # ------------------------------------------------------------------------------------------ eval
@@ -396,6 +594,14 @@ def _error_line(message: str) -> None:
     sys.stderr.flush()
 
 
+def _record_for_launcher(e: BaseException) -> None:
+    """Under torchrun, write a handled error to the rank's error file so the job's summary can show it."""
+    if os.environ.get(ERROR_FILE_ENV):
+        from torch.distributed.elastic.multiprocessing.errors import get_error_handler
+
+        get_error_handler().record_exception(e)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``ding-dist`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
 
@@ -410,11 +616,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return commands[args.command](args)
     except (UsageError, ConfigError, CheckpointError) as e:
+        _record_for_launcher(e)
         _error_line(" ".join(str(e).split()))
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_SIGINT
+    except SystemExit as e:
+        if e.code == EXIT_SIGTERM:  # the pipeline's SIGTERM handler: envs and writers are closed by now
+            print(f"{PROG}: terminated (SIGTERM)", file=sys.stderr)
+            return EXIT_SIGTERM
+        raise
 
 
 if __name__ == "__main__":

@@ -9,7 +9,15 @@ Every decision that changes the control flow (learn or not, evaluate, checkpoint
 from global counters that each rank computes identically (each rank collects the same number of
 steps per iteration), so all ranks enter the same collectives in the same order. Collectives per
 iteration: none, except one packed allreduce per log call, one broadcast per evaluation and one
-object allgather per checkpoint (RNG states of all ranks).
+object allgather per checkpoint (RNG states of all ranks), each evaluation and checkpoint preceded by
+a health check (a monitored barrier bounded by ``health_timeout``).
+
+Failures (see docs/reliability.md): a collective that fails because a peer died or hung is diagnosed
+with a health check and re-raised as ``DeadRankError`` naming the missing rank(s) when it can tell;
+SIGTERM becomes ``SystemExit(143)`` so envs and writers close; under torchrun with restarts
+(``TORCHELASTIC_RESTART_COUNT > 0``) the run continues from the newest complete checkpoint of its
+experiment folder; in debug mode (``DING_DIST_DEBUG=1``) the trained networks are compared across
+ranks every :data:`DEBUG_CHECK_EVERY` train iterations and at each checkpoint.
 
 Example::
 
@@ -24,8 +32,12 @@ import logging
 import math
 import os
 import random
+import re
+import signal
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,12 +47,27 @@ import numpy as np
 import torch
 from easydict import EasyDict
 
-from ding_dist.comm import allgather_object, get_local_rank, get_rank, get_world_size, to_ddp_config
+import ding_dist.comm
+from ding_dist.comm import (
+    CollectiveMismatchError,
+    DeadRankError,
+    DesyncError,
+    allgather_object,
+    broadcast_object,
+    check_consistency,
+    debug_enabled,
+    get_local_rank,
+    get_rank,
+    get_world_size,
+    health_check,
+    to_ddp_config,
+)
 from ding_dist.config import compile_config, read_config, save_config
 from ding_dist.data.replay import ReplayBuffer
 from ding_dist.envs import env_default_config, env_seeds, make_vec_env
 from ding_dist.policy import Policy, get_policy_cls
 from ding_dist.utils import (
+    CheckpointError,
     CheckpointManager,
     MetricWriter,
     atomic_write_json,
@@ -52,11 +79,44 @@ from ding_dist.utils import (
 )
 from ding_dist.worker import Collector, Evaluator, Learner, reduce_log
 
-__all__ = ["train", "serial_pipeline", "serial_pipeline_onpolicy", "evaluate", "load_config"]
+__all__ = [
+    "default_exp_dir",
+    "holds_run",
+    "train",
+    "serial_pipeline",
+    "serial_pipeline_onpolicy",
+    "evaluate",
+    "load_config",
+]
 
 logger = logging.getLogger(__name__)
 
 ConfigArg = str | os.PathLike | tuple[Mapping, Mapping]
+
+#: In debug mode, the trained networks are compared across ranks every this many train iterations
+#: (and at each checkpoint); a difference raises ``DesyncError`` naming the first differing tensor.
+DEBUG_CHECK_EVERY = 100
+#: Default bound (seconds) of the health checks before each evaluation and checkpoint.
+DEFAULT_HEALTH_TIMEOUT_S = 60.0
+#: Set by torchrun's elastic agent in the workers it starts: 0 at first, then 1, 2, ... after restarts.
+RESTART_ENV = "TORCHELASTIC_RESTART_COUNT"
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143, the shell's code for "terminated by SIGTERM"
+
+# Error text of a collective that failed because a peer went away or stopped answering (gloo, nccl).
+PEER_FAILURE = re.compile(
+    r"Connection (reset|closed|refused)|Broken pipe|[Tt]imed out|timeout|Socket|gloo|NCCL|DistBackendError"
+)
+_COMM_DIR = Path(ding_dist.comm.__file__).resolve().parent
+
+
+def _raised_in_comm(exc: BaseException) -> bool:
+    """True when the exception passed through the collective layer (a collective failed, not local code)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename).resolve().parent == _COMM_DIR:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 # --------------------------------------------------------------------------------------------- config
@@ -85,6 +145,70 @@ def load_config(config: ConfigArg, *, seed: int | None = None, overrides: Sequen
     return compile_config(main, create, defaults=defaults, seed=seed, overrides=overrides)
 
 
+def holds_run(folder: str | os.PathLike) -> bool:
+    """True when ``folder`` already holds a training run (a checkpoint or a result.json).
+
+    Example::
+
+        holds_run("runs/cartpole_dqn")
+    """
+    folder = Path(folder)
+    return (folder / "result.json").exists() or any((folder / "ckpt").glob("ckpt_*.pt"))
+
+
+def default_exp_dir(exp_name: str) -> Path:
+    """``runs/<exp_name>``, or ``runs/<exp_name>_<yymmdd_HHMMSS>`` when that folder already holds a run.
+
+    Example::
+
+        default_exp_dir("cartpole_dqn")  # Path("runs/cartpole_dqn") the first time
+    """
+    base = Path("runs") / exp_name
+    if not holds_run(base):
+        return base
+    stamped = base.with_name(f"{base.name}_{time.strftime('%y%m%d_%H%M%S')}")
+    logger.info("%s already holds a run; this one goes to %s (resume=%s continues the old one)", base, stamped, base)
+    return stamped
+
+
+def restart_count() -> int:
+    """How many times torchrun's elastic agent has restarted this job's workers (0 outside torchrun).
+
+    Example::
+
+        restart_count()  # 0 in a plain process; 1 in the workers of the first restart
+    """
+    raw = os.environ.get(RESTART_ENV, "0") or "0"
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {RESTART_ENV} must be an integer, got {raw!r}") from None
+
+
+@contextmanager
+def _sigterm_exits() -> Iterator[None]:
+    """While active, SIGTERM raises ``SystemExit(143)`` in the main thread, so ``finally`` blocks close envs,
+    writers and the process group; a second SIGTERM during that cleanup is ignored (launchers SIGKILL
+    after their grace period). Leaves a handler someone else installed alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is not signal.SIG_DFL:
+        yield
+        return
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise SystemExit(EXIT_SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _device(cfg_policy: Mapping) -> torch.device:
     device = torch.device(cfg_policy.device)
     if device.type == "cuda" and device.index is None:
@@ -94,6 +218,18 @@ def _device(cfg_policy: Mapping) -> torch.device:
 
 def _env_manager(cfg: EasyDict) -> str:
     return ((cfg.create_config.get("env_manager") or {}).get("type")) or "sync"
+
+
+def _default_threads() -> None:
+    """One torch thread per process unless OMP_NUM_THREADS says otherwise (as torchrun does).
+
+    RL networks are small: extra intra-op threads only add synchronization, and on a busy machine
+    they spin against other processes (measured: a 1-process CartPole PPO run 9x slower with 2 threads
+    on a loaded 2-core machine).
+    """
+    if "OMP_NUM_THREADS" not in os.environ and torch.get_num_threads() != 1:
+        logger.info("using 1 torch thread per process (set OMP_NUM_THREADS to change it)")
+        torch.set_num_threads(1)
 
 
 def _seed_all(seed: int) -> None:
@@ -132,8 +268,10 @@ class _Run:
         exp_dir: str | os.PathLike | None,
         max_env_steps: int | None,
         resume: str | os.PathLike | None,
+        health_timeout: float = DEFAULT_HEALTH_TIMEOUT_S,
     ) -> None:
         self.rank, self.world = get_rank(), get_world_size()
+        _default_threads()
         global_cfg = load_config(config, seed=seed, overrides=overrides)
         policy_cls = get_policy_cls(global_cfg.create_config.policy.type)
         if policy_cls.on_policy != on_policy:
@@ -141,34 +279,61 @@ class _Run:
             raise ValueError(f"policy type {global_cfg.create_config.policy.type!r} needs {want}; train() picks it")
         if max_env_steps is not None and max_env_steps < 1:
             raise ValueError(f"max_env_steps must be >= 1 or None, got {max_env_steps}")
+        if isinstance(health_timeout, bool) or not isinstance(health_timeout, (int, float)) or not health_timeout > 0:
+            raise ValueError(f"health_timeout must be a positive number of seconds, got {health_timeout!r}")
+        self.health_timeout = float(health_timeout)
         self.cfg = cfg = to_ddp_config(global_cfg)  # per-rank batch_size and n_sample
         self.max_env_steps = max_env_steps
         if max_env_steps is None and cfg.env.stop_value is None:
             logger.warning("neither max_env_steps nor env.stop_value is set: training runs until interrupted")
 
-        self.exp_dir = Path(exp_dir or resume or Path("runs") / cfg.exp_name)
+        if exp_dir is None and resume is None:  # decided once, on rank 0: ranks must agree on the folder
+            exp_dir = broadcast_object(default_exp_dir(cfg.exp_name) if self.rank == 0 else None)
+        elif resume is None and restart_count() == 0 and holds_run(exp_dir):
+            raise FileExistsError(
+                f"exp_dir {str(exp_dir)!r} already holds a run (checkpoints or result.json): "
+                "resume it, or choose another folder"
+            )
+        self.exp_dir = Path(exp_dir or resume)
         if self.rank == 0:
             self.exp_dir.mkdir(parents=True, exist_ok=True)
-            save_config(global_cfg, self.exp_dir / "config.py")
+        # Every rank came up (this also creates the side group the later health checks use).
+        health_check(self.health_timeout)
         self.ckpt = CheckpointManager(self.exp_dir / "ckpt", keep_last=cfg.policy.other.checkpoint.keep_last)
         self.counters = _Counters()
+        self.restarts = restart_count()
         state = self._load_resume_state(resume)
         env_seed = cfg.seed + (self.counters.env_steps if state else 0)  # fresh episodes after a resume
 
         manager = _env_manager(cfg)
-        venv = make_vec_env(cfg.env, cfg.env.collector_env_num, manager)
-        self.policy = _build_policy(cfg, venv)
-        _seed_all(cfg.seed + 1000 * self.rank)  # exploration differs across ranks
-        self.collector = Collector(venv, self.policy, env_seeds(env_seed, self.rank, "collector", venv.num_envs))
-        eval_venv = make_vec_env(cfg.env, cfg.env.evaluator_env_num, manager) if self.rank == 0 else None
-        eval_seeds = env_seeds(env_seed, self.rank, "evaluator", cfg.env.evaluator_env_num)
-        self.evaluator = Evaluator(eval_venv, self.policy, cfg.env.n_evaluator_episode, eval_seeds, cfg.env.stop_value)
-        self.learner = Learner(self.policy)
-        self.buffer = self._make_buffer(venv) if not on_policy else None
-        if state is not None:
-            self._restore(state)
-        # Records up to the checkpoint's step belong to the restored state; later ones are dropped.
-        purge = self.counters.env_steps + 1 if state else None
+        self.collector = self.evaluator = None
+        try:
+            venv = make_vec_env(cfg.env, cfg.env.collector_env_num, manager)
+            try:
+                self.policy = _build_policy(cfg, venv)
+            except BaseException:
+                venv.close()
+                raise
+            _seed_all(cfg.seed + 1000 * self.rank)  # exploration differs across ranks
+            self.collector = Collector(venv, self.policy, env_seeds(env_seed, self.rank, "collector", venv.num_envs))
+            eval_venv = make_vec_env(cfg.env, cfg.env.evaluator_env_num, manager) if self.rank == 0 else None
+            eval_seeds = env_seeds(env_seed, self.rank, "evaluator", cfg.env.evaluator_env_num)
+            self.evaluator = Evaluator(
+                eval_venv, self.policy, cfg.env.n_evaluator_episode, eval_seeds, cfg.env.stop_value
+            )
+            self.learner = Learner(self.policy)
+            self.buffer = self._make_buffer(venv) if not on_policy else None
+            if state is not None:
+                self._restore(state)
+        except BaseException:  # e.g. SIGTERM while the envs start: close what is open, no orphans
+            self._close_envs()
+            raise
+        if self.rank == 0:  # after the checkpoint was found to fit: a failed resume leaves the folder as it was
+            save_config(global_cfg, self.exp_dir / "config.py")
+        self._replay_saved_at: int | None = None
+        # Records up to the checkpoint's step belong to the restored state; later ones are dropped. A
+        # restart that found no checkpoint starts over, so the failed attempt's records go too.
+        purge = self.counters.env_steps + 1 if state else (0 if self.restarts else None)
         self.writer = MetricWriter(self.exp_dir / "tb", purge_step=purge)
 
     # --- setup helpers ---------------------------------------------------------------------------
@@ -188,22 +353,56 @@ class _Run:
             seed=self.cfg.seed + 1000 * self.rank,
         )
 
-    def _replay_path(self, exp_dir: Path) -> Path:
-        return exp_dir / "ckpt" / f"replay_rank{self.rank}.pt"
+    def _replay_path(self, ckpt_dir: Path, previous: bool = False) -> Path:
+        return ckpt_dir / f"replay_rank{self.rank}{'.prev' if previous else ''}.pt"
+
+    def _choose_checkpoint(self, resume: str | os.PathLike | None) -> tuple[str | None, str | None]:
+        """(checkpoint to continue from or None, error or None); rank 0 decides for everyone."""
+        if self.restarts > 0:
+            newest = self.ckpt.latest()
+            if newest is not None:
+                logger.warning("restart %d: continuing from %s", self.restarts, newest)
+                return str(newest), None
+            if resume is None:
+                logger.warning(
+                    "restart %d: no complete checkpoint in %s, starting over", self.restarts, self.ckpt.directory
+                )
+                return None, None
+        if resume is None:
+            return None, None
+        newest = CheckpointManager(Path(resume) / "ckpt").latest()
+        if newest is None:
+            return None, f"resume={str(resume)!r}: no loadable checkpoint in {Path(resume) / 'ckpt'}"
+        return str(newest), None
 
     def _load_resume_state(self, resume: str | os.PathLike | None) -> dict | None:
-        self._resume_dir = None if resume is None else Path(resume)
-        if resume is None:
+        # Rank 0 picks one file and every rank loads that same file (no rank can see a different newest).
+        choice = self._choose_checkpoint(resume) if self.rank == 0 else None
+        path, error = broadcast_object(choice)
+        if error is not None:
+            raise FileNotFoundError(error)
+        self._resume_path = None if path is None else Path(path)
+        if self._resume_path is None:
             return None
-        state = CheckpointManager(Path(resume) / "ckpt").load_latest()
-        if state is None:
-            raise FileNotFoundError(f"resume={str(resume)!r}: no loadable checkpoint in {Path(resume) / 'ckpt'}")
-        c = state["counters"]
-        self.counters = _Counters(c["env_steps"], c["episodes"], c["best_eval"], c["last_eval"], c["eval_history"])
+        state = load_checkpoint(self._resume_path)
+        try:
+            c = state["counters"]
+            self.counters = _Counters(c["env_steps"], c["episodes"], c["best_eval"], c["last_eval"], c["eval_history"])
+        except (KeyError, TypeError) as e:
+            raise CheckpointError(
+                f"checkpoint {path!r} has no training counters ({e!r}); not a pipeline checkpoint"
+            ) from e
         return state
 
     def _restore(self, state: dict) -> None:
-        self.policy.load_state_dict(state["policy"])
+        try:
+            self.policy.load_state_dict(state["policy"])
+        except (KeyError, RuntimeError, ValueError, TypeError) as e:  # another policy, model size or optimizer
+            why = " ".join(str(e).split()) or type(e).__name__
+            why = why if len(why) <= 300 else why[:297] + "..."
+            raise CheckpointError(
+                f"checkpoint {str(self._resume_path)!r} does not fit this config's policy: {why}"
+            ) from e
         same_world = len(state["rng"]) == self.world
         if same_world:
             restore_rng_state(state["rng"][self.rank])
@@ -213,18 +412,34 @@ class _Run:
                 len(state["rng"]),
                 self.world,
             )
-        replay_file = self._replay_path(self._resume_dir)
-        if self.buffer is not None and same_world and replay_file.is_file():
-            saved = load_checkpoint(replay_file)
-            if saved["env_steps"] == self.counters.env_steps:
-                self.buffer.load_state_dict(saved["buffer"])
-            else:
-                logger.warning(
-                    "replay buffer file is from env step %d, not %d: starting empty",
-                    saved["env_steps"],
-                    self.counters.env_steps,
-                )
+        if self.buffer is not None and same_world:
+            self._restore_replay()
         logger.info("resumed at env step %d, train iter %d", self.counters.env_steps, self.policy.train_iter)
+
+    def _restore_replay(self) -> None:
+        """Load this rank's replay file of the checkpoint's env step (the newest file or the previous one)."""
+        ckpt_dir = self._resume_path.parent
+        found = []
+        for path in (self._replay_path(ckpt_dir), self._replay_path(ckpt_dir, previous=True)):
+            if not path.is_file():
+                continue
+            try:
+                saved = load_checkpoint(path)
+            except CheckpointError as e:
+                logger.warning("skipping unusable replay buffer file: %s", e)
+                continue
+            if saved.get("env_steps") == self.counters.env_steps:
+                self.buffer.load_state_dict(saved["buffer"])
+                logger.info("replay buffer restored from %s (%d transitions)", path, len(self.buffer))
+                return
+            found.append(f"{path.name} (env step {saved.get('env_steps')})")
+        if found or self.cfg.policy.other.replay_buffer.get("save_in_checkpoint", False):
+            logger.warning(
+                "no replay buffer file of env step %d in %s (found: %s): the buffer starts empty",
+                self.counters.env_steps,
+                ckpt_dir,
+                ", ".join(found) or "none",
+            )
 
     # --- periodic work ---------------------------------------------------------------------------
     def log(self, env_step_delta: int, wall_start: float, steps_at_start: int) -> None:
@@ -258,6 +473,7 @@ class _Run:
         self.writer.scalars(values, step=c.env_steps)
 
     def evaluate(self) -> bool:
+        health_check(self.health_timeout)  # rank 0 evaluates alone: first make sure everyone is alive
         mean, stop = self.evaluator.evaluate_and_share()
         c = self.counters
         c.last_eval, c.best_eval = mean, max(c.best_eval, mean)
@@ -267,11 +483,25 @@ class _Run:
         return stop
 
     def checkpoint(self) -> None:
-        rng_states = allgather_object(capture_rng_state())  # every rank's RNG, so resume restores each
+        """Health check, then each rank's replay file (if configured), then rank 0's checkpoint file.
+
+        The RNG allgather sits between the two, so it doubles as a barrier: when ``ckpt_<step>.pt`` exists,
+        every rank's replay file of that step is complete. A rank keeps its previous replay file as
+        ``replay_rank<r>.prev.pt`` until the new one is written, so a crash in between still leaves the
+        replay file that matches the newest complete checkpoint.
+        """
+        health_check(self.health_timeout)
+        if debug_enabled():
+            self.check_consistency()
+        rng = capture_rng_state()
         c = self.counters
         if self.buffer is not None and self.cfg.policy.other.replay_buffer.get("save_in_checkpoint", False):
-            replay_state = {"env_steps": c.env_steps, "buffer": self.buffer.state_dict()}
-            save_checkpoint(replay_state, self._replay_path(self.exp_dir))
+            current = self._replay_path(self.ckpt.directory)
+            if current.is_file() and self._replay_saved_at != c.env_steps:  # a second save of a step replaces
+                os.replace(current, self._replay_path(self.ckpt.directory, previous=True))
+            save_checkpoint({"env_steps": c.env_steps, "buffer": self.buffer.state_dict()}, current)
+            self._replay_saved_at = c.env_steps
+        rng_states = allgather_object(rng)  # every rank's RNG, so resume restores each
         if self.rank == 0:
             state = {
                 "policy": self.policy.state_dict(),
@@ -287,10 +517,58 @@ class _Run:
             }
             self.ckpt.save(state, c.env_steps)
 
+    def check_consistency(self) -> None:
+        """Raise ``DesyncError`` naming the first tensor of the policy's networks that differs across ranks."""
+        tensors: dict[str, torch.Tensor] = {}
+        for name in self.policy._state_attrs:
+            obj = getattr(self.policy, name)
+            if isinstance(obj, torch.nn.Module):
+                tensors.update({f"{name}.{key}": value for key, value in obj.state_dict().items()})
+            elif isinstance(obj, torch.Tensor):
+                tensors[name] = obj
+        check_consistency(tensors)
+
+    def diagnose(self, exc: BaseException) -> Exception | None:
+        """After a collective failed: the clearer error to raise instead (naming the missing rank when the
+        health check can tell), or None when ``exc`` is not a failed collective."""
+        if self.world == 1 or isinstance(exc, (DeadRankError, DesyncError, CollectiveMismatchError)):
+            return None
+        text = str(exc).strip()
+        if not (isinstance(exc, RuntimeError) and _raised_in_comm(exc) and PEER_FAILURE.search(text)):
+            return None  # a local error: the others wait for us, a health check would blame them
+        first = (text.splitlines()[0] if text else type(exc).__name__).split(" This is typically caused")[0]
+        where = f"rank {self.rank} of {self.world}: a collective failed at env step {self.counters.env_steps}"
+        try:
+            health_check(self.health_timeout)
+        except DeadRankError as dead:
+            if dead.ranks:
+                return DeadRankError(f"{where}; rank(s) {dead.ranks} are dead or stuck ({first})", dead.ranks)
+        except RuntimeError:
+            pass
+        else:
+            return RuntimeError(
+                f"{where} ({first}), yet every rank answered a health check afterwards: none died, so the ranks "
+                "most likely called different collectives; rerun with --debug (DING_DIST_DEBUG=1) to see where"
+            )
+        return DeadRankError(
+            f"{where} because a peer rank closed its connection or stopped answering (it died or was stopped; "
+            f"the launcher's summary names it): {first}",
+            [],
+        )
+
+    def _close_envs(self) -> None:
+        for worker in (self.collector, self.evaluator):
+            if worker is not None:
+                try:
+                    worker.close()
+                except OSError as e:  # its env processes already exited (e.g. SIGTERM to the process group)
+                    logger.info("closing the %s's envs: %s (their processes had exited)", type(worker).__name__, e)
+                except Exception as e:  # keep closing the rest
+                    logger.warning("closing the %s's envs failed: %s", type(worker).__name__, e)
+
     def close(self) -> None:
         self.writer.close()
-        self.collector.close()
-        self.evaluator.close()
+        self._close_envs()
 
     # --- the loop ------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -313,17 +591,21 @@ class _Run:
 
         bar = progress_bar(self.max_env_steps, desc="env steps", initial=c.env_steps)
         stopped_by, log_pending = "max_env_steps", 0
+        debug = debug_enabled()
         try:
             while self.max_env_steps is None or c.env_steps < self.max_env_steps:
                 rollout = self.collector.collect(n_vec, c.env_steps)
                 before, c.env_steps = c.env_steps, c.env_steps + global_per_iter
                 log_pending += local_per_iter
+                iters_before = self.policy.train_iter
                 if self.buffer is None:
                     self.learner.train_rollout(rollout)
                 else:
                     self.buffer.extend(rollout)
                     if c.env_steps >= learning_starts:
                         self.learner.train_replay(self.buffer, p.learn.update_per_collect, p.learn.batch_size)
+                if debug and self.policy.train_iter // DEBUG_CHECK_EVERY > iters_before // DEBUG_CHECK_EVERY:
+                    self.check_consistency()
 
                 def crossed(freq: int, before: int = before) -> bool:
                     return freq > 0 and c.env_steps // freq > before // freq
@@ -347,6 +629,15 @@ class _Run:
                     if self.evaluate():
                         stopped_by = "stop_value"
             self.checkpoint()
+        except Exception as exc:
+            clearer = self.diagnose(exc)
+            if clearer is None:
+                raise
+            raise clearer from exc
+        except BaseException as exc:  # SIGTERM (SystemExit) or Ctrl-C: log where it stopped
+            why = "SIGTERM" if isinstance(exc, SystemExit) and exc.code == EXIT_SIGTERM else type(exc).__name__
+            logger.warning("stopping at env step %d (%s); newest checkpoint: %s", c.env_steps, why, self.ckpt.latest())
+            raise
         finally:
             bar.close()
             self.close()
@@ -369,6 +660,11 @@ class _Run:
 
 
 # ------------------------------------------------------------------------------------------ public API
+def _run_pipeline(config: ConfigArg, **run_options: Any) -> dict[str, Any]:
+    with _sigterm_exits():
+        return _Run(config, **run_options).run()
+
+
 def serial_pipeline(
     config: ConfigArg,
     *,
@@ -377,6 +673,7 @@ def serial_pipeline(
     exp_dir: str | os.PathLike | None = None,
     max_env_steps: int | None = None,
     resume: str | os.PathLike | None = None,
+    health_timeout: float = DEFAULT_HEALTH_TIMEOUT_S,
 ) -> dict[str, Any]:
     """Off-policy training (DQN, SAC): collect into a per-rank replay buffer, learn from sampled batches.
 
@@ -384,16 +681,8 @@ def serial_pipeline(
 
         result = serial_pipeline("configs/cartpole_dqn_config.py", seed=0, max_env_steps=20_000)
     """
-    run = _Run(
-        config,
-        on_policy=False,
-        seed=seed,
-        overrides=overrides,
-        exp_dir=exp_dir,
-        max_env_steps=max_env_steps,
-        resume=resume,
-    )
-    return run.run()
+    options = dict(seed=seed, overrides=overrides, exp_dir=exp_dir, max_env_steps=max_env_steps, resume=resume)
+    return _run_pipeline(config, on_policy=False, health_timeout=health_timeout, **options)
 
 
 def serial_pipeline_onpolicy(
@@ -404,6 +693,7 @@ def serial_pipeline_onpolicy(
     exp_dir: str | os.PathLike | None = None,
     max_env_steps: int | None = None,
     resume: str | os.PathLike | None = None,
+    health_timeout: float = DEFAULT_HEALTH_TIMEOUT_S,
 ) -> dict[str, Any]:
     """On-policy training (PPO): collect a fresh rollout each iteration and learn on it.
 
@@ -411,16 +701,8 @@ def serial_pipeline_onpolicy(
 
         result = serial_pipeline_onpolicy("configs/cartpole_ppo_config.py", seed=0, max_env_steps=50_000)
     """
-    run = _Run(
-        config,
-        on_policy=True,
-        seed=seed,
-        overrides=overrides,
-        exp_dir=exp_dir,
-        max_env_steps=max_env_steps,
-        resume=resume,
-    )
-    return run.run()
+    options = dict(seed=seed, overrides=overrides, exp_dir=exp_dir, max_env_steps=max_env_steps, resume=resume)
+    return _run_pipeline(config, on_policy=True, health_timeout=health_timeout, **options)
 
 
 def train(
@@ -431,6 +713,7 @@ def train(
     exp_dir: str | os.PathLike | None = None,
     max_env_steps: int | None = None,
     resume: str | os.PathLike | None = None,
+    health_timeout: float = DEFAULT_HEALTH_TIMEOUT_S,
 ) -> dict[str, Any]:
     """Train the policy a config names, with the pipeline its kind needs; returns the result dict.
 
@@ -438,9 +721,12 @@ def train(
     run seed (None: the config's ``seed``, else 0). ``overrides``: ``"key.path=value"`` strings.
     ``exp_dir``: experiment folder (default ``runs/<exp_name>``; with ``resume`` set, that folder).
     ``max_env_steps``: stop after this many global env steps. ``resume``: an experiment folder whose
-    newest checkpoint to continue from. The result (also in ``<exp_dir>/result.json``) has
-    ``env_steps, train_iters, episodes, best_eval_return, last_eval_return, eval_history,
-    world_size, wall_time_s, stopped_by, exp_dir``.
+    newest checkpoint to continue from (in workers restarted by torchrun, ``TORCHELASTIC_RESTART_COUNT > 0``,
+    the newest complete checkpoint of ``exp_dir`` wins when there is one). ``health_timeout``: seconds
+    the health checks before each evaluation and checkpoint wait for every rank before raising
+    ``DeadRankError``. While it runs in the main thread, SIGTERM raises ``SystemExit(143)``. The result
+    (also in ``<exp_dir>/result.json``) has ``env_steps, train_iters, episodes, best_eval_return,
+    last_eval_return, eval_history, world_size, wall_time_s, stopped_by, exp_dir``.
 
     Example::
 
@@ -456,6 +742,7 @@ def train(
         exp_dir=exp_dir,
         max_env_steps=max_env_steps,
         resume=resume,
+        health_timeout=health_timeout,
     )
 
 

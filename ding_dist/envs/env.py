@@ -14,6 +14,7 @@ import difflib
 import functools
 import importlib
 import logging
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +38,10 @@ logger = logging.getLogger(__name__)
 #: ``create_config.env_manager.type`` values and the gymnasium vectorization they select.
 ENV_MANAGERS = {"sync": "sync", "async": "async", "base": "sync", "subprocess": "async"}
 _ROLES = {"collector": 0, "evaluator": 1}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def env_default_config() -> EasyDict:
@@ -78,17 +83,25 @@ def env_seeds(seed: int, rank: int, role: str, num: int) -> list[int]:
     """
     if role not in _ROLES:
         raise ValueError(f"role must be one of {sorted(_ROLES)}, got {role!r}")
-    if not 0 < num <= 500:
-        raise ValueError(f"number of envs per role and rank must be in [1, 500], got {num}")
+    if not _is_int(num) or not 0 < num <= 500:
+        raise ValueError(f"number of envs per role and rank must be an int in [1, 500], got {num!r}")
     base = int(seed) + 1000 * int(rank) + 500 * _ROLES[role]
     return [base + i for i in range(num)]
+
+
+def _import(module_name: str, what: str) -> Any:
+    """Import ``module_name``; any failure is one ValueError line naming ``what`` and the module."""
+    try:
+        return importlib.import_module(module_name)
+    except Exception as e:  # ModuleNotFoundError, or whatever the module raises while importing
+        raise ValueError(f"{what}: cannot import module {module_name!r} ({type(e).__name__}: {e})") from e
 
 
 def _import_attr(path: str) -> Any:
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"entry_point must look like 'package.module:callable', got {path!r}")
-    module = importlib.import_module(module_name)
+    module = _import(module_name, f"entry_point {path!r}")
     try:
         return getattr(module, attr)
     except AttributeError:
@@ -100,7 +113,9 @@ def _check_env_id(env_id: str) -> None:
     name = env_id
     if ":" in env_id:  # gymnasium's "module:EnvId" form: importing the module registers the env
         module_name, _, name = env_id.partition(":")
-        importlib.import_module(module_name)
+        if not module_name or not name:
+            raise ValueError(f"env.id {env_id!r} must be 'EnvId' or 'package.module:EnvId'")
+        _import(module_name, f"env.id {env_id!r}")
     if name in gym.registry:
         return
     ids = list(gym.registry)
@@ -124,19 +139,40 @@ def make_env(
         env = make_env("CartPole-v1")
         env = make_env(entry_point="my_pkg.envs:make_legacy_env", env_kwargs={"size": 3})
     """
+    if env_kwargs is not None and not isinstance(env_kwargs, Mapping):
+        raise TypeError(f"env.env_kwargs must be a dict of constructor arguments, got {env_kwargs!r:.80}")
     kwargs = dict(env_kwargs or {})
+    if max_episode_steps is not None:
+        if not _is_int(max_episode_steps) or max_episode_steps < 1:
+            raise ValueError(f"env.max_episode_steps must be an int >= 1 or None, got {max_episode_steps!r:.80}")
+        max_episode_steps = int(max_episode_steps)
     if entry_point is not None:
-        factory = _import_attr(entry_point) if isinstance(entry_point, str) else entry_point
-        env = ensure_gymnasium(factory(**kwargs))
+        if isinstance(entry_point, str):
+            factory = _import_attr(entry_point)
+        elif callable(entry_point):
+            factory = entry_point
+        else:
+            raise TypeError(f"entry_point must be 'package.module:callable' or a callable, got {entry_point!r:.80}")
+        env = ensure_gymnasium(_construct(factory, kwargs, f"entry_point {entry_point!r}"))
         if max_episode_steps is not None:
-            env = gym.wrappers.TimeLimit(env, max_episode_steps=int(max_episode_steps))
+            env = gym.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
         return env
-    if not isinstance(env_id, str) or not env_id:
-        raise ValueError(f"env.id must be a gymnasium environment id such as 'CartPole-v1', got {env_id!r}")
+    if not isinstance(env_id, str) or not env_id.strip():
+        raise ValueError(f"env.id must be a gymnasium environment id such as 'CartPole-v1', got {env_id!r:.80}")
     _check_env_id(env_id)
     if max_episode_steps is not None:
-        kwargs["max_episode_steps"] = int(max_episode_steps)
-    return gym.make(env_id, **kwargs)
+        kwargs["max_episode_steps"] = max_episode_steps
+    return _construct(functools.partial(gym.make, env_id), kwargs, f"env.id {env_id!r}")
+
+
+def _construct(factory: Any, kwargs: dict[str, Any], what: str) -> Any:
+    """``factory(**kwargs)``; a constructor rejecting the keyword arguments is one TypeError line naming them."""
+    try:
+        return factory(**kwargs)
+    except TypeError as e:
+        if kwargs and "argument" in str(e):  # unexpected/missing keyword: the caller's env_kwargs are wrong
+            raise TypeError(f"{what} rejected env_kwargs {kwargs!r:.120}: {e}") from e
+        raise
 
 
 def _make_from_cfg(env_cfg: Mapping[str, Any]) -> gym.Env:  # module level: picklable for AsyncVectorEnv
@@ -161,8 +197,10 @@ def make_vec_env(env_cfg: Mapping[str, Any], num_envs: int, manager: str = "sync
     """
     if manager not in ENV_MANAGERS:
         raise ValueError(f"env_manager.type must be one of {sorted(ENV_MANAGERS)}, got {manager!r}")
-    if int(num_envs) < 1:
-        raise ValueError(f"number of envs must be >= 1, got {num_envs}")
+    if not _is_int(num_envs) or num_envs < 1:
+        raise ValueError(f"number of envs must be an int >= 1, got {num_envs!r}")
+    if not isinstance(env_cfg, Mapping):
+        raise TypeError(f"env config must be a dict with 'id' or 'entry_point', got {env_cfg!r:.80}")
     env_cfg = dict(env_cfg)
     # Build one env eagerly: a bad id or entry point fails here with a clear message, in this process.
     first = _make_from_cfg(env_cfg)

@@ -17,6 +17,7 @@ from .algorithms.qadam import QAdamOptimizer
 from .bucket import Bucket, Pending
 from .engine import DistributedModel, allreduce_parameters, broadcast_parameters, distribute
 from .functional import sync_gradients
+from .nonfinite import NonFiniteGradientError
 from .options import (
     AlgorithmOption,
     BaguaDistributedOption,
@@ -34,6 +35,7 @@ __all__ = [
     "DistributedAlgorithm",
     "DistributedBaseOption",
     "DistributedModel",
+    "NonFiniteGradientError",
     "Pending",
     "QAdamOptimizer",
     "allreduce_parameters",

@@ -26,7 +26,9 @@ class Bucket:
     ``numel`` (gradient elements, indicators excluded), ``buffer`` (gradients then indicators),
     ``grads`` (``buffer[:numel]``), ``indicators`` (``buffer[numel:]``), ``offsets``/``sizes``
     (per-parameter slice of ``grads``), ``all_ready`` (every parameter produced a gradient on
-    this rank in this pass).
+    this rank in this pass). An algorithm that learns, in its own collective, how many ranks had a
+    NaN/inf in this bucket stores that number in ``nonfinite_ranks`` (``None``: not known, so the
+    engine checks the synchronized gradient itself).
 
     Example:
         >>> p = torch.nn.Parameter(torch.zeros(3))
@@ -52,6 +54,7 @@ class Bucket:
         "handle",
         "stash",
         "all_ready",
+        "nonfinite_ranks",
     )
 
     def __init__(self, index: int, params: Sequence[torch.Tensor], grad_views: bool = True) -> None:
@@ -85,6 +88,7 @@ class Bucket:
         self.handle: Any = None
         self.stash: dict[int, torch.Tensor] = {}
         self.all_ready = False
+        self.nonfinite_ranks: int | None = None
 
     @property
     def nbytes(self) -> int:
@@ -100,6 +104,7 @@ class Bucket:
         self.handle = None
         self.stash = {}
         self.all_ready = False
+        self.nonfinite_ranks = None
 
     def adopt_grad(self, i: int) -> None:
         """Make ``params[i].grad`` the bucket view, copying a freshly allocated gradient in."""
@@ -242,8 +247,7 @@ def build_buckets(params: Sequence[torch.Tensor], bucket_size_mb: float, grad_vi
         >>> [len(b.params) for b in build_buckets(ps, bucket_size_mb=0.0075)]
         [2, 2]
     """
-    if not (isinstance(bucket_size_mb, (int, float)) and math.isfinite(bucket_size_mb)) or bucket_size_mb <= 0:
-        raise ValueError(f"bucket_size_mb must be a finite number > 0, got {bucket_size_mb!r}")
+    check_bucket_size(bucket_size_mb)
     cap = bucket_size_mb * 1024 * 1024
     open_groups: dict[tuple[Any, Any], list[torch.Tensor]] = {}
     open_bytes: dict[tuple[Any, Any], int] = {}

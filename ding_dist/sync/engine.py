@@ -18,9 +18,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from ding_dist.comm import get_rank as comm_rank
 from ding_dist.sync._primitives import Link
 from ding_dist.sync.algorithms import Algorithm, DistributedAlgorithm, get_algorithm
 from ding_dist.sync.bucket import Bucket, build_buckets, check_bucket_size, wait_all
+from ding_dist.sync.nonfinite import NonfiniteGuard, check_nonfinite_options, nonfinite_params, sums_are_finite
 
 __all__ = ["DistributedModel", "SyncEngine", "distribute", "allreduce_parameters", "broadcast_parameters"]
 
@@ -139,8 +141,10 @@ class SyncEngine:
         delay_reduce: bool = False,
         broadcast_buffers: bool = True,
         options: dict[str, Any] | None = None,
+        guard: NonfiniteGuard | None = None,
     ) -> None:
         self.module = module
+        self.guard = guard
         self.optimizers = optimizers
         self.delay_reduce = bool(delay_reduce)
         self.broadcast_buffers = bool(broadcast_buffers)
@@ -155,6 +159,8 @@ class SyncEngine:
         self._hook_handles: list[Any] = []
         self._step_handles: list[Any] = []
         self._bind_optimizers()  # validates the optimizers before any hook is attached
+        if guard is not None:
+            guard.bind_engine(optimizers)
         self._register_grad_hooks()
 
     # ---- algorithm -----------------------------------------------------------------------------
@@ -213,6 +219,8 @@ class SyncEngine:
         for h in self._hook_handles + self._step_handles:
             h.remove()
         self._hook_handles, self._step_handles = [], []
+        if self.guard is not None:
+            self.guard.remove_hooks()
 
     def _arm(self) -> None:
         self._armed = True
@@ -265,8 +273,31 @@ class SyncEngine:
                 b.handle = None
             if self._buffers:
                 _broadcast_coalesced(self._buffers, self.link)
+            if self.guard is not None and launched:
+                self._check_finite(launched, results)
         finally:
             self._armed = False
+
+    def _check_finite(self, launched: list[Bucket], results: list[list[float]]) -> None:
+        """Skip the step on every rank when the synchronized gradient holds a NaN/inf (see ``nonfinite``).
+
+        Buckets whose algorithm counted the ranks with a NaN/inf in its own collective
+        (``nonfinite_ranks``) cost nothing here; the others get one sum each.
+        """
+        flagged = [b for b in launched if b.nonfinite_ranks]
+        unknown = [b for b in launched if b.nonfinite_ranks is None]
+        if not flagged and (not unknown or sums_are_finite([b.grads for b in unknown])):
+            self.guard.after_backward(())
+            return
+        counts = {id(b): c for b, c in zip(launched, results)}
+        suspects = flagged + unknown
+        bad = nonfinite_params(suspects, [counts[id(b)] for b in suspects], self.guard.names)
+        if flagged and not bad:  # cannot happen with a SUM (NaN/inf propagate); stay consistent anyway
+            bad = [f"<a parameter of bucket {b.index}>" for b in flagged]
+        if bad and self.algorithm.on_skip is not None:
+            self.algorithm.on_skip(self.state)
+        ranks = max((b.nonfinite_ranks for b in flagged), default=None)
+        self.guard.after_backward(bad, ranks, self.link.world_size)
 
     def reset(self) -> None:
         """Forget a backward pass that died half-way (e.g. an exception inside backward)."""
@@ -289,11 +320,18 @@ class DistributedModel(nn.Module):
         ['bias', 'weight']
     """
 
-    def __init__(self, module: nn.Module, engine: SyncEngine | None, algorithm: Algorithm) -> None:
+    def __init__(
+        self,
+        module: nn.Module,
+        engine: SyncEngine | None,
+        algorithm: Algorithm,
+        guard: NonfiniteGuard | None = None,
+    ) -> None:
         super().__init__()
         self.module = module
         self._engine = engine
         self._algorithm = algorithm
+        self._guard = guard
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         engine = self._engine
@@ -366,6 +404,23 @@ class DistributedModel(nn.Module):
         """The communication buckets (empty on a world of one)."""
         return self._engine.buckets if self._engine is not None else []
 
+    @property
+    def nonfinite_skips(self) -> int:
+        """Optimizer steps skipped so far because the synchronized gradient held a NaN/inf (0 if the
+        check is off).
+
+        Example:
+            >>> model, _ = distribute(nn.Linear(4, 2), None)
+            >>> model.nonfinite_skips
+            0
+        """
+        return self._guard.skips if self._guard is not None else 0
+
+    @property
+    def consecutive_nonfinite_skips(self) -> int:
+        """Skipped steps in a row up to now (0 after a step with a finite gradient)."""
+        return self._guard.consecutive if self._guard is not None else 0
+
     def comm_stats(self) -> dict[str, int]:
         """Counters since the last :meth:`reset_comm_stats`: ``bytes_sent`` (wire estimate),
         ``payload_bytes`` and ``collectives``.
@@ -411,7 +466,18 @@ class DistributedModel(nn.Module):
         if self._engine is not None:
             self._engine.remove_hooks()
             self._engine = None
+        if self._guard is not None:
+            self._guard.remove_hooks()
         return self.module
+
+
+def _check_optimizer_types(optimizers: list[Any]) -> None:
+    for opt in optimizers:
+        if not isinstance(opt, torch.optim.Optimizer):
+            raise TypeError(
+                f"optimizer must be a torch.optim.Optimizer, a list of them, or None; got {type(opt).__name__} "
+                f"({opt!r:.80})"
+            )
 
 
 def _check_options(algo: Algorithm, options: dict[str, Any]) -> None:
@@ -430,6 +496,8 @@ def distribute(
     delay_reduce: bool = False,
     bucket_size_mb: float = 25.0,
     group: Any = None,
+    skip_nonfinite: bool = True,
+    max_nonfinite_skips: int | None = 10,
     **options: Any,
 ) -> tuple[DistributedModel, Any]:
     """Wrap ``model`` so its gradients are averaged across the ranks of ``group`` (default: world).
@@ -439,7 +507,13 @@ def distribute(
     ``loss.backward()`` every ``param.grad`` holds the average over the ranks that produced it.
     ``delay_reduce=True`` sends everything at the end of backward instead of overlapping.
     ``options`` go to the algorithm (e.g. ``error_feedback=True`` for ``bytegrad``). On a world of
-    one no hook is installed. ``optimizer`` (one, a list, or ``None``) is returned unchanged.
+    one no gradient hook is installed. ``optimizer`` (one, a list, or ``None``) is returned unchanged.
+
+    ``skip_nonfinite=True``: when the synchronized gradient holds a NaN/inf (on any rank), every rank
+    drops it (``.grad = None``) so the next ``optimizer.step()`` changes nothing, counts the skip in
+    ``model.nonfinite_skips`` and, after ``max_nonfinite_skips`` skips in a row (0 or ``None``: never),
+    raises :class:`~ding_dist.sync.nonfinite.NonFiniteGradientError` on every rank. On a world of one
+    the check runs in ``optimizer.step()`` of the optimizer(s) passed here.
 
     Example:
         >>> net = nn.Linear(4, 2)
@@ -453,14 +527,24 @@ def distribute(
     if isinstance(model, DistributedModel):
         raise ValueError("model is already distributed; call model.switch_to(...) to change the algorithm")
     check_bucket_size(bucket_size_mb)
+    check_nonfinite_options(skip_nonfinite, max_nonfinite_skips)
+    for name, flag in (("broadcast_buffers", broadcast_buffers), ("delay_reduce", delay_reduce)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
     optimizers = _as_optimizer_list(optimizer)
+    _check_optimizer_types(optimizers)
     algo = get_algorithm(algorithm)
     _check_options(algo, options)
-    if Link(group).world_size == 1:
-        algo.make_state(Link(group), **options)  # surfaces "not implemented" and bad option values
+    link = Link(group)
+    guard = NonfiniteGuard(model, max_nonfinite_skips, log=link.rank == 0) if skip_nonfinite else None
+    if link.world_size == 1:
+        algo.make_state(link, **options)  # surfaces "not implemented" and bad option values
         if algo.check_optimizers is not None:
             algo.check_optimizers(None, optimizers)
-        return DistributedModel(model, None, algo), optimizer
+        if guard is not None:
+            guard.log = comm_rank() == 0
+            guard.bind_local(optimizers)
+        return DistributedModel(model, None, algo, guard), optimizer
     engine = SyncEngine(
         model,
         optimizers,
@@ -470,5 +554,6 @@ def distribute(
         delay_reduce=delay_reduce,
         broadcast_buffers=broadcast_buffers,
         options=options,
+        guard=guard,
     )
-    return DistributedModel(model, engine, algo), optimizer
+    return DistributedModel(model, engine, algo, guard), optimizer

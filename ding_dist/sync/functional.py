@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ding_dist.sync._primitives import Link
-from ding_dist.sync.bucket import average_by_counts, build_buckets, counts_of
+from ding_dist.sync.bucket import average_by_counts, build_buckets, check_bucket_size, counts_of
 
 __all__ = ["sync_gradients"]
 
@@ -37,6 +37,7 @@ def sync_gradients(
     """
     if op not in ("avg", "sum"):
         raise ValueError(f"op must be 'avg' or 'sum', got {op!r}")
+    check_bucket_size(bucket_size_mb)  # on a world of one too, so a bad value fails before a real run
     if isinstance(model_or_params, nn.Module):
         params = list(model_or_params.parameters())
     else:

@@ -31,7 +31,14 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_DISTRIBUTE_KEYS = ("broadcast_buffers", "delay_reduce", "bucket_size_mb", "group")
+_DISTRIBUTE_KEYS = (
+    "broadcast_buffers",
+    "delay_reduce",
+    "bucket_size_mb",
+    "group",
+    "skip_nonfinite",
+    "max_nonfinite_skips",
+)
 _DDP_KEYS = (
     "broadcast_buffers",
     "bucket_cap_mb",
@@ -157,7 +164,7 @@ class AlgorithmOption(DistributedBaseOption):
 
     ``options`` may hold ``master_port``/``master_addr``, ``backend`` (for starting the group), the
     :func:`~ding_dist.sync.distribute` keywords (``broadcast_buffers``, ``delay_reduce``,
-    ``bucket_size_mb``, ``group``) and the algorithm's own options.
+    ``bucket_size_mb``, ``group``, ``skip_nonfinite``, ``max_nonfinite_skips``) and the algorithm's own options.
 
     Example:
         >>> option = AlgorithmOption("bytegrad", error_feedback=True)

@@ -150,11 +150,20 @@ class CheckpointManager:
         return [p for _, p in sorted(found)]
 
     def save(self, state: dict, step: int) -> Path:
-        """Save ``state`` as the checkpoint of ``step``, then delete all but the newest ``keep_last``."""
+        """Save ``state`` as the checkpoint of ``step``, then delete all but the newest ``keep_last``.
+
+        The file just written is never deleted, even when files of later steps exist (left by an attempt
+        that crashed before a run fell back to an older checkpoint, e.g. because the newest was corrupt).
+        """
         path = self.path_for(step)
         save_checkpoint(state, path)
-        for old in self.checkpoints()[: -self.keep_last]:
-            old.unlink(missing_ok=True)
+        existing = self.checkpoints()
+        later = [p.name for p in existing if int(_CKPT_RE.match(p.name).group(1)) > step]
+        if later:
+            logger.warning("%s holds checkpoints of later steps than %d: %s", self.directory, step, ", ".join(later))
+        for old in existing[: -self.keep_last]:
+            if old != path:
+                old.unlink(missing_ok=True)
         self._remove_stale_temps()
         return path
 

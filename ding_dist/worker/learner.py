@@ -10,6 +10,7 @@ import torch
 from ding_dist.comm import allreduce, get_world_size
 from ding_dist.data.replay import ReplayBuffer
 from ding_dist.policy.base import Policy
+from ding_dist.sync import DistributedModel
 
 __all__ = ["Learner", "reduce_log"]
 
@@ -59,6 +60,12 @@ class Learner:
         self._sums: dict[str, float] = {}
         self._count = 0
 
+    def nonfinite_skips(self) -> int:
+        """Optimizer steps skipped so far because a synchronized gradient held NaN/inf (all the policy's
+        distributed models together; the same number on every rank)."""
+        models = [v for v in vars(self.policy).values() if isinstance(v, DistributedModel)]
+        return sum(m.nonfinite_skips for m in models)
+
     def _record(self, stats: Mapping[str, float]) -> None:
         for k, v in stats.items():
             self._sums[k] = self._sums.get(k, 0.0) + float(v)
@@ -74,7 +81,14 @@ class Learner:
         self._record(self.policy.learn(rollout))
 
     def pop_stats(self) -> dict[str, float]:
-        """Local means of the statistics since the last call, keyed ``train/<name>``; then reset."""
+        """Local means of the statistics since the last call, keyed ``train/<name>``; then reset.
+
+        Once a step has been skipped for a non-finite gradient, ``train/nonfinite_skips`` (the total so
+        far, identical on every rank, so every rank reports the same keys) is added as well.
+        """
         out = {f"train/{k}": v / self._count for k, v in self._sums.items()} if self._count else {}
+        skips = self.nonfinite_skips()
+        if out and skips:
+            out["train/nonfinite_skips"] = float(skips)
         self._sums, self._count = {}, 0
         return out

@@ -168,3 +168,10 @@ def test_unpicklable_object_is_a_clear_error():
     with pytest.raises(TypeError, match="type lock"):
         dd.allgather_object(lock)
     pickle.dumps(1)
+
+
+def test_group_of_the_wrong_kind_is_a_clear_error():
+    with pytest.raises(TypeError, match="group must be None or get_group\\(\\)'s group on the fake link, got 'world'"):
+        dd.allreduce(torch.ones(1), group="world")
+    with pytest.raises(TypeError, match="got 'world'"):
+        dd.get_world_size("world")

@@ -14,6 +14,13 @@ package (found automatically: adding an algorithm means adding a file). Its part
 - ``step_hook(state, buckets)``: optional, called after every ``optimizer.step()``; algorithms
   that average weights instead of gradients (decentralized, asynchronous) live here.
 - ``check_optimizers(state, optimizers)``: optional validation/binding of the optimizer(s).
+- ``on_skip(state)``: optional, called on every rank when the engine drops a step whose synchronized
+  gradient is non-finite, so the algorithm can forget what that step left behind (bytegrad's
+  error-feedback residuals).
+
+Non-finite values: a ``hook`` must leave a NaN/inf in ``bucket.grads`` when any rank's input held one
+(a SUM does; codecs that clamp or quantize must keep such values non-finite). The engine's skip of
+non-finite steps reads the synchronized gradient and relies on this, so it needs no extra collective.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ class Algorithm:
     hook: Callable[[Any, Any], Any] | None = None
     step_hook: Callable[[Any, list[Any]], None] | None = None
     check_optimizers: Callable[[Any, list[Any]], None] | None = None
+    on_skip: Callable[[Any], None] | None = None
     options: tuple[str, ...] = field(default_factory=tuple)
     aliases: tuple[str, ...] = field(default_factory=tuple)
 

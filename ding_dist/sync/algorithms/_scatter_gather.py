@@ -21,6 +21,7 @@ from ding_dist.sync._primitives import Link
 from ding_dist.sync.bucket import Bucket, Pending
 
 _ALIGN = 8
+_NAN = float("nan")
 
 
 class RawCodec:
@@ -53,8 +54,8 @@ class HalfCodec:
         return 2 * n
 
     def encode_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
-        if self.dtype == torch.float16:
-            x = x.clamp(-self.limit, self.limit)
+        if self.dtype == torch.float16:  # clamp finite values; an inf becomes NaN so it stays non-finite
+            x = torch.nan_to_num(x, nan=_NAN, posinf=_NAN, neginf=_NAN).clamp_(-self.limit, self.limit)
         out.view(self.dtype).copy_(x)
 
     def decode(self, data: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -65,7 +66,9 @@ class MinMaxUInt8Codec:
     """8-bit min-max quantization per row: ``x ~ min + q * (max - min) / 255`` (ByteGrad's).
 
     A row travels as 8 header bytes (float32 min and float32 step) and one byte per value, the
-    value rounded to the nearest of the 256 levels.
+    value rounded to the nearest of the 256 levels. A row holding a NaN or inf gets a non-finite
+    min (NaN, -inf) or step (inf), so every value decoded from it is non-finite: the non-finite
+    flag survives the quantization without a byte of its own.
     """
 
     __slots__ = ()
@@ -122,8 +125,12 @@ class ScatterGatherState:
     __slots__ = ("link", "codec", "error_feedback", "piece_elems", "residuals", "scratch")
 
     def __init__(self, link: Link, codec: Codec, error_feedback: bool = False, piece_mb: float = 1.0) -> None:
-        if not (isinstance(piece_mb, (int, float)) and math.isfinite(piece_mb) and piece_mb > 0):
+        if isinstance(piece_mb, bool) or not (
+            isinstance(piece_mb, (int, float)) and math.isfinite(piece_mb) and piece_mb > 0
+        ):
             raise ValueError(f"piece_mb must be a finite number > 0, got {piece_mb!r}")
+        if not isinstance(error_feedback, bool):
+            raise TypeError(f"error_feedback must be True or False, got {error_feedback!r}")
         self.link = link
         self.codec = codec
         self.error_feedback = bool(error_feedback)

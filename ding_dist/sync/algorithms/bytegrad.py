@@ -30,11 +30,17 @@ def bytegrad_hook(state: ScatterGatherState, bucket: Bucket) -> Pending:
     return scatter_gather(state, bucket)
 
 
+def forget_residuals(state: ScatterGatherState) -> None:
+    """A skipped (non-finite) step left NaN/inf residuals behind: start error feedback afresh."""
+    state.residuals.clear()
+
+
 ALGORITHMS = (
     Algorithm(
         "bytegrad",
         make_state=make_state,
         hook=bytegrad_hook,
+        on_skip=forget_residuals,
         options=("error_feedback", "piece_mb"),
         aliases=("quantize_allreduce",),
     ),

@@ -4,23 +4,35 @@ Relative to a bare SUM allreduce it pre-scales the gradients by ``1/W`` (as DDP 
 result matches DDP's) and sends the bucket's indicator slots in the same collective; parameters
 that only some ranks produced are then rescaled to the average over those ranks.
 
+Non-finite flag, at no extra pass over the data: for float32 buckets the pre-scaling runs as the
+fused multiply-and-check kernel behind ``torch.amp.GradScaler`` (the same product, bit for bit),
+which also tells whether this rank's gradient holds a NaN/inf. A rank that saw one adds ``W + 1``
+to every indicator slot, so after the SUM each slot is ``count + k * (W + 1)`` with ``count <= W``:
+every rank reads both the producer count and ``k``, the number of ranks that saw a non-finite value
+(``bucket.nonfinite_ranks``), from the one collective.
+
 Register: ``model, opt = ding_dist.distribute(model, opt, algorithm='gradient_allreduce')``
 """
 
 from __future__ import annotations
 
+import torch
+
 from ding_dist.sync._primitives import Link
 from ding_dist.sync.algorithms import Algorithm
 from ding_dist.sync.bucket import Bucket, Pending, average_by_counts, counts_of
 
+_fused_scale_and_check = getattr(torch, "_amp_foreach_non_finite_check_and_unscale_", None)
+
 
 class AllreduceState:
-    """State of ``gradient_allreduce``: just the link."""
+    """State of ``gradient_allreduce``: the link and, per bucket, the two 1-element tensors of the check."""
 
-    __slots__ = ("link",)
+    __slots__ = ("link", "scratch")
 
     def __init__(self, link: Link) -> None:
         self.link = link
+        self.scratch: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 def make_state(link: Link) -> AllreduceState:
@@ -28,14 +40,39 @@ def make_state(link: Link) -> AllreduceState:
     return AllreduceState(link)
 
 
+def _prescale_and_flag(state: AllreduceState, bucket: Bucket, world: int) -> bool:
+    """``grads *= 1/W``; for float32 also flag a local NaN/inf in the indicator slots. True if flagged."""
+    if _fused_scale_and_check is None or bucket.buffer.dtype != torch.float32:
+        bucket.grads.mul_(1.0 / world)
+        return False
+    pair = state.scratch.get(bucket.index)
+    if pair is None:
+        device = bucket.buffer.device
+        pair = state.scratch[bucket.index] = (
+            torch.zeros(1, device=device),
+            torch.full((1,), 1.0 / world, device=device),
+        )
+    found, inv_world = pair
+    found.zero_()
+    _fused_scale_and_check([bucket.grads], found, inv_world)
+    bucket.indicators.add_(found, alpha=world + 1)
+    return True
+
+
 def allreduce_hook(state: AllreduceState, bucket: Bucket) -> Pending:
     """Average ``bucket.grads`` over the producing ranks with one SUM allreduce of the buffer."""
     world = state.link.world_size
-    bucket.grads.mul_(1.0 / world)
+    flagged = _prescale_and_flag(state, bucket, world)
     work = state.link.allreduce(bucket.buffer)
 
     def then() -> list[float]:
-        counts = counts_of(bucket.indicators)
+        if flagged:
+            raw = bucket.indicators.tolist()
+            k = int(round(raw[0])) // (world + 1)  # every slot carries the same k * (W + 1)
+            bucket.nonfinite_ranks = k
+            counts = [float(round(c) - k * (world + 1)) for c in raw]
+        else:
+            counts = counts_of(bucket.indicators)
         average_by_counts(bucket, counts, world)
         return counts
 

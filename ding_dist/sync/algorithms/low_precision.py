@@ -5,8 +5,9 @@ to float16 or bfloat16 and summed across ranks by one 16-bit allreduce (``method
 the default: one collective, the best use of a slow link under gloo), then cast back. With
 ``method='scatter_gather'`` the 16-bit chunks are scattered with an all-to-all, averaged in
 float32 on their owner rank and all-gathered (more accurate for many ranks, and it avoids gloo's
-slow CPU float16 summation on a fast link). Float16 values are clamped to its finite range first;
-indicator counts stay exact (small integers are exact in both formats).
+slow CPU float16 summation on a fast link). Float16 values are clamped to its finite range first
+(an inf is sent as NaN, so a non-finite gradient stays non-finite); indicator counts stay exact
+(small integers are exact in both formats).
 
 Register: ``model, opt = ding_dist.distribute(model, opt, algorithm='bf16')``
 """
@@ -59,7 +60,8 @@ def low_precision_hook(state: LowPrecisionState, bucket: Bucket) -> Pending:
     bucket.grads.mul_(1.0 / world)
     if state.dtype == torch.float16:
         limit = torch.finfo(torch.float16).max / world  # a sum of W such values cannot overflow
-        bucket.grads.clamp_(-limit, limit)
+        nan = float("nan")  # an inf must stay non-finite (the engine skips such steps), not be clamped
+        bucket.grads.nan_to_num_(nan=nan, posinf=nan, neginf=nan).clamp_(-limit, limit)
     wire.copy_(bucket.buffer)
     work = state.link.allreduce(wire)
 

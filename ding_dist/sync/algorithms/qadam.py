@@ -73,11 +73,13 @@ class QAdamOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         frozen = self.frozen
+        stepped = False
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             for p in group["params"]:
                 if p.grad is None:
                     continue
+                stepped = True
                 state = self.state[p]
                 if not state:
                     state["step"] = 0
@@ -95,7 +97,8 @@ class QAdamOptimizer(torch.optim.Optimizer):
                 bias2 = 1 - beta2 ** max(1, state["variance_steps"])
                 denom = (state["exp_avg_sq"] / bias2).sqrt_().add_(group["eps"])
                 p.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / bias1)
-        self.steps_done += 1
+        if stepped:  # a step without any gradient (e.g. skipped as non-finite) does not count
+            self.steps_done += 1
         return loss
 
 

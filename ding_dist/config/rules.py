@@ -1,0 +1,175 @@
+"""Value rules: the ranges config values must lie in (counts >= 1, rates > 0, probabilities in [0, 1]).
+
+The defaults give every key its type (see :mod:`ding_dist.config.compile`); this table gives the range,
+in one place for every component. A rule is matched by the key's full dotted path with shell-style
+patterns (``*`` also crosses dots, so ``*.batch_size`` is any ``batch_size``); the first matching rule
+decides. :func:`~ding_dist.config.compile_config` checks them after the types, so every entry point (the
+pipelines, the CLI, a direct call) rejects ``batch_size=-1`` with one line naming the key. Keys inside an
+open dict (a default of ``{}``, e.g. ``env.env_kwargs``) belong to someone else and are not checked.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from ding_dist.config.errors import ConfigError
+
+__all__ = ["VALUE_RULES", "check_values", "short_repr"]
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters (huge ints and nested junk stay one short line).
+
+    Example:
+        >>> short_repr("x" * 100, limit=12)
+        "'xxxxxxxx..."
+    """
+    try:
+        text = repr(value)
+    except Exception:  # e.g. an int too long for str()
+        return f"<{type(value).__name__}>"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---- checks: (ok(value), what is expected) ---------------------------------------------------------------
+Check = tuple[Callable[[Any], bool], str]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _at_least(n: int) -> Check:
+    return (lambda v: _is_int(v) and v >= n), f">= {n}"
+
+
+def _positive() -> Check:
+    return (lambda v: _is_number(v) and math.isfinite(v) and v > 0), "a finite number > 0"
+
+
+def _unit(low_open: bool = False) -> Check:
+    if low_open:
+        return (lambda v: _is_number(v) and 0 < v <= 1), "in (0, 1]"
+    return (lambda v: _is_number(v) and 0 <= v <= 1), "in [0, 1]"
+
+
+def _optional(check: Check) -> Check:
+    ok, what = check
+    return (lambda v: v is None or ok(v)), f"{what} or None"
+
+
+def _sizes() -> Check:
+    def ok(v: Any) -> bool:
+        return isinstance(v, (list, tuple)) and len(v) > 0 and all(_is_int(s) and s >= 1 for s in v)
+
+    return ok, "a non-empty list of ints >= 1"
+
+
+def _seed() -> Check:
+    return (lambda v: _is_int(v) and 0 <= v < 2**32), "an int in [0, 2**32)"
+
+
+def _device() -> Check:
+    def ok(v: Any) -> bool:
+        if not isinstance(v, str):
+            return False
+        import torch  # only when a config names a device: the CLI's argument parsing stays light
+
+        try:
+            torch.device(v)
+        except (RuntimeError, ValueError):
+            return False
+        return True
+
+    return ok, "a torch device such as 'cpu', 'cuda' or 'cuda:1'"
+
+
+def _env_id() -> Check:
+    return (lambda v: v is None or (isinstance(v, str) and v.strip() != "")), "a gymnasium id such as 'CartPole-v1'"
+
+
+def _entry_point() -> Check:
+    def ok(v: Any) -> bool:
+        if v is None:
+            return True
+        module, sep, attr = v.partition(":") if isinstance(v, str) else ("", "", "")
+        return bool(sep and module and attr)
+
+    return ok, "'package.module:callable' or None"
+
+
+#: (pattern on the dotted key, check); the first pattern that matches a key decides.
+VALUE_RULES: tuple[tuple[str, Check], ...] = (
+    ("seed", _seed()),
+    ("env.id", _env_id()),
+    ("env.entry_point", _entry_point()),
+    ("env.stop_value", ((lambda v: v is None or (_is_number(v) and not math.isnan(v))), "a number or None")),
+    ("*_env_num", _at_least(1)),
+    ("*.n_evaluator_episode", _at_least(1)),
+    ("*.batch_size", _at_least(1)),
+    ("*.n_sample", _at_least(1)),
+    ("*.n_episode", _at_least(1)),
+    ("*_per_collect", _at_least(1)),
+    ("*.replay_buffer_size", _at_least(1)),
+    ("*.keep_last", _at_least(1)),
+    ("*.nstep", _at_least(1)),
+    ("*.target_update_freq", _at_least(1)),  # the step count is taken modulo it
+    ("*freq", _at_least(0)),  # 0: only at the end
+    ("*.learning_starts", _at_least(0)),
+    ("*.learning_rate*", _positive()),
+    ("*.lr", _positive()),
+    ("*_lr", _positive()),
+    ("*discount_factor", _unit()),
+    ("*.gae_lambda", _unit()),
+    ("*.target_theta", _optional(_unit(low_open=True))),
+    ("*.clip_ratio", _positive()),
+    ("*.value_clip_ratio", _optional(_positive())),
+    ("*.grad_clip_norm", _optional(_positive())),
+    ("*hidden_sizes", _sizes()),
+    ("*.eps.start", _unit()),
+    ("*.eps.end", _unit()),
+    ("*.eps.decay", _at_least(0)),
+    ("*.device", _device()),
+)
+
+
+def _leaves(cfg: Mapping, schema: Mapping | None, path: str) -> Iterator[tuple[str, Any]]:
+    for key, value in cfg.items():
+        dotted = f"{path}{key}"
+        sub_schema = schema.get(key) if schema is not None else None
+        if isinstance(sub_schema, Mapping) and len(sub_schema) == 0:
+            continue  # an open dict (e.g. env.env_kwargs): its keys are not ours to judge
+        if isinstance(value, Mapping) and (schema is None or isinstance(sub_schema, Mapping)):
+            yield from _leaves(value, sub_schema, dotted + ".")
+        else:
+            yield dotted, value  # a leaf, or a dict where the defaults hold a leaf (None): the rule judges it
+
+
+def check_values(cfg: Mapping, schema: Mapping | None = None, rules: Any = VALUE_RULES) -> None:
+    """Raise :class:`ConfigError` naming the first key whose value breaks its rule in :data:`VALUE_RULES`.
+
+    With ``schema`` (the merged defaults) keys inside open dicts are skipped; ``create_config`` is never
+    checked (it only names component types).
+
+    Example:
+        >>> check_values({"policy": {"learn": {"batch_size": 64}}})
+        >>> check_values({"policy": {"learn": {"batch_size": -1}}})
+        Traceback (most recent call last):
+        ...
+        ding_dist.config.errors.ConfigError: config key 'policy.learn.batch_size' must be >= 1, got -1
+    """
+    top = {k: v for k, v in cfg.items() if k != "create_config"}
+    for dotted, value in _leaves(top, schema, ""):
+        for pattern, (ok, expected) in rules:
+            if fnmatch.fnmatchcase(dotted, pattern):
+                if not ok(value):
+                    raise ConfigError(f"config key {dotted!r} must be {expected}, got {short_repr(value)}")
+                break

@@ -1,0 +1,275 @@
+"""Skipping optimizer steps whose synchronized gradient holds NaN or inf, identically on every rank.
+
+How the decision is reached without an extra collective: ``gradient_allreduce`` counts the ranks that
+saw a NaN/inf inside its own allreduce (``bucket.nonfinite_ranks``, see that algorithm), which costs
+nothing here. For the other algorithms, a NaN or inf in any rank's gradient survives the reduction
+(``nan + x = nan``, ``inf + x = inf``, ``inf - inf = nan``; the 16-bit and 8-bit codecs keep a
+non-finite value non-finite), so the *synchronized* gradient, which is the same on every rank, is
+non-finite exactly when some rank's local one was: the engine sums each such bucket once (the exact
+per-parameter check only runs when a sum is not finite). The verdict goes to a :class:`NonfiniteGuard`.
+
+On a non-finite pass the guard sets every parameter's ``.grad`` to ``None``, so the coming
+``optimizer.step()`` leaves parameters and optimizer state untouched (torch optimizers, ``FusedOptimizer``
+and ``QAdamOptimizer`` skip parameters without a gradient), counts the skip, logs a warning on rank 0,
+and raises :class:`NonFiniteGradientError` on every rank when ``max_nonfinite_skips`` steps in a row
+were skipped. On a world of one (no engine) the same check runs in a pre-hook of ``optimizer.step()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["NonFiniteGradientError", "NonfiniteGuard", "check_nonfinite_options"]
+
+logger = logging.getLogger(__name__)
+
+_NAMES_SHOWN = 5
+
+
+class NonFiniteGradientError(FloatingPointError):
+    """Raised on every rank after ``max_nonfinite_skips`` consecutive steps with a NaN/inf gradient.
+
+    Example:
+        >>> raise NonFiniteGradientError("gradients were non-finite in 10 consecutive steps")
+        Traceback (most recent call last):
+        ...
+        ding_dist.sync.nonfinite.NonFiniteGradientError: gradients were non-finite in 10 consecutive steps
+    """
+
+
+def check_nonfinite_options(skip_nonfinite: Any, max_nonfinite_skips: Any) -> None:
+    """Raise ``TypeError``/``ValueError`` naming the value unless the two options are valid.
+
+    Example:
+        >>> check_nonfinite_options(True, 10)
+        >>> check_nonfinite_options(True, -1)
+        Traceback (most recent call last):
+        ...
+        ValueError: max_nonfinite_skips must be an int >= 0 or None (0 and None: never stop), got -1
+    """
+    if not isinstance(skip_nonfinite, bool):
+        raise TypeError(f"skip_nonfinite must be True or False, got {skip_nonfinite!r}")
+    k = max_nonfinite_skips
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
+        raise ValueError(f"max_nonfinite_skips must be an int >= 0 or None (0 and None: never stop), got {k!r}")
+
+
+def _float_sum(t: torch.Tensor) -> torch.Tensor:
+    """Sum as float32 (NaN/inf anywhere make it non-finite); float16 data cannot overflow it."""
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.sum(dtype=torch.float32)
+
+
+def sums_are_finite(tensors: Sequence[torch.Tensor]) -> bool:
+    """True when the float32 sum of all ``tensors`` is finite: one reduction each, one host read per device.
+
+    False means a NaN/inf is present or, very rarely, finite values of ~1e38 overflowed the sum; the
+    caller confirms with an exact check.
+
+    Example:
+        >>> sums_are_finite([torch.ones(3), torch.tensor([float("nan")])])
+        False
+    """
+    by_device: dict[torch.device, list[torch.Tensor]] = {}
+    for t in tensors:
+        by_device.setdefault(t.device, []).append(_float_sum(t))
+    for sums in by_device.values():
+        total = sums[0] if len(sums) == 1 else torch.stack(sums).sum()
+        if not math.isfinite(total.item()):
+            return False
+    return True
+
+
+_fused_check = getattr(torch, "_amp_foreach_non_finite_check_and_unscale_", None)
+
+
+def grads_are_finite(grads: Sequence[torch.Tensor], scratch: dict[torch.device, Any]) -> bool:
+    """True when every value of ``grads`` is finite (exact), with as few kernel launches as possible.
+
+    Uses the fused multi-tensor check behind ``torch.amp.GradScaler`` (one launch for all tensors of a
+    device, multiplying by exactly 1.0, which changes no value) and falls back to an exact per-tensor
+    check where that kernel does not apply (e.g. complex or sparse gradients). ``scratch`` caches the
+    two 1-element float32 tensors it needs per device.
+
+    Example:
+        >>> grads_are_finite([torch.ones(2), torch.tensor([1.0, float("inf")])], {})
+        False
+    """
+    device = grads[0].device
+    groups = [grads] if all(g.device == device for g in grads) else _by_device(grads)
+    for group in groups:
+        device = group[0].device
+        bufs = scratch.get(device)
+        if bufs is None:
+            bufs = scratch[device] = (torch.zeros(1, device=device), torch.ones(1, device=device))
+        found, one = bufs
+        found.zero_()
+        try:
+            if _fused_check is None:
+                raise TypeError("no fused check in this torch")
+            _fused_check(group, found, one)
+        except (RuntimeError, TypeError):  # a dtype/layout the fused kernel does not take
+            if not all(bool(torch.isfinite(g).all()) for g in group):
+                return False
+            continue
+        if found.item() != 0.0:
+            return False
+    return True
+
+
+def _by_device(tensors: Sequence[torch.Tensor]) -> list[list[torch.Tensor]]:
+    groups: dict[torch.device, list[torch.Tensor]] = {}
+    for t in tensors:
+        groups.setdefault(t.device, []).append(t)
+    return list(groups.values())
+
+
+def _describe(names: Sequence[str]) -> str:
+    shown = ", ".join(repr(n) for n in names[:_NAMES_SHOWN])
+    more = len(names) - _NAMES_SHOWN
+    return f"{shown} (+{more} more)" if more > 0 else shown
+
+
+class NonfiniteGuard:
+    """Counters and skip logic for one distributed model (see the module docstring).
+
+    ``after_backward(bad)`` is the engine's entry point (``bad``: names of the parameters whose
+    synchronized gradient is non-finite, empty when all are finite); :meth:`bind_local` installs the
+    world-of-one check in ``optimizer.step()``. With optimizers bound, a skipped step stays skipped
+    until one of them steps, so a later backward pass of the same step (gradient accumulation) cannot
+    leave a partial gradient behind.
+
+    Example:
+        >>> net = nn.Linear(2, 1)
+        >>> guard = NonfiniteGuard(net, max_skips=3, log=False)
+        >>> net.weight.grad = torch.full((1, 2), float("nan"))
+        >>> guard.after_backward(["weight"])
+        >>> guard.skips, net.weight.grad is None
+        (1, True)
+    """
+
+    __slots__ = (
+        "names",
+        "max_skips",
+        "log",
+        "skips",
+        "consecutive",
+        "pending",
+        "first_bad",
+        "sticky",
+        "_handles",
+        "_scratch",
+    )
+
+    def __init__(self, module: nn.Module, max_skips: int | None, log: bool) -> None:
+        self.names: dict[torch.Tensor, str] = {p: n for n, p in module.named_parameters()}
+        self.max_skips = max_skips or None
+        self.log = log
+        self.skips = 0
+        self.consecutive = 0
+        self.pending = False  # the current step was found non-finite; cleared when an optimizer steps
+        self.first_bad: list[str] = []
+        self.sticky = False
+        self._handles: list[Any] = []
+        self._scratch: dict[torch.device, Any] = {}
+
+    # ---- decisions -----------------------------------------------------------------------------------
+    def after_backward(self, bad: Sequence[str], ranks: int | None = None, world: int | None = None) -> None:
+        """Act on the verdict of one synchronized backward pass (the same on every rank); ``ranks``: how
+        many of the ``world`` ranks had a NaN/inf, when the algorithm counted them."""
+        if bad:
+            self._drop_grads(self.names)
+            if not self.pending:
+                self._count(bad, f" (on {ranks} of {world} ranks)" if ranks else "")
+        elif self.pending:
+            self._drop_grads(self.names)  # a further backward into a step that is already skipped
+        else:
+            self.consecutive = 0
+        self.pending = self.sticky and (self.pending or bool(bad))
+
+    def _count(self, bad: Sequence[str], where: str = "") -> None:
+        self.pending = True
+        self.skips += 1
+        self.consecutive += 1
+        if self.consecutive == 1:
+            self.first_bad = list(bad)
+        if self.log:
+            limit = f" of at most {self.max_skips}" if self.max_skips else ""
+            logger.warning(
+                "ding_dist.sync: non-finite (NaN/inf) gradient in %s%s; skipping this optimizer step on every "
+                "rank (%d in a row%s, %d skipped in all)",
+                _describe(list(bad)),
+                where,
+                self.consecutive,
+                limit,
+                self.skips,
+            )
+        if self.max_skips and self.consecutive >= self.max_skips:
+            raise NonFiniteGradientError(
+                f"gradients were non-finite (NaN or inf) in {self.consecutive} consecutive optimizer steps "
+                f"(max_nonfinite_skips={self.max_skips}; {self.skips} steps skipped in all); first non-finite "
+                f"parameter(s) of this run: {_describe(self.first_bad)}. Check the loss and the inputs for "
+                "NaN/inf or lower the learning rate (max_nonfinite_skips=None skips without stopping)"
+            )
+
+    @staticmethod
+    def _drop_grads(params: Iterable[torch.Tensor]) -> None:
+        for p in params:
+            p.grad = None
+
+    # ---- optimizer hooks -----------------------------------------------------------------------------
+    def bind_engine(self, optimizers: Sequence[Any]) -> None:
+        """Engine mode: a step of any of ``optimizers`` ends a skipped step."""
+        self.remove_hooks()
+        self.sticky = bool(optimizers)
+        for opt in optimizers:
+            self._handles.append(opt.register_step_post_hook(self._step_done))
+
+    def _step_done(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.pending = False
+
+    def bind_local(self, optimizers: Sequence[Any]) -> None:
+        """World-of-one mode: check the gradients of the model's parameters in each ``optimizer.step()``."""
+        self.remove_hooks()
+        for opt in optimizers:
+            mine = [p for group in opt.param_groups for p in group["params"] if p in self.names]
+            self._handles.append(opt.register_step_pre_hook(self._local_check(mine)))
+
+    def _local_check(self, params: list[torch.Tensor]) -> Any:
+        def before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+            grads = [p.grad for p in params if p.grad is not None]
+            if not grads or grads_are_finite(grads, self._scratch):
+                self.consecutive = 0
+                return
+            bad = [self.names[p] for p in params if p.grad is not None and not torch.isfinite(p.grad).all()]
+            self._drop_grads(params)
+            self._count(bad)
+            self.pending = False
+
+        return before_step
+
+    def remove_hooks(self) -> None:
+        """Detach from the optimizers."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+
+def nonfinite_params(buckets: Sequence[Any], counts: Sequence[Sequence[float]], names: dict[Any, str]) -> list[str]:
+    """Names of the parameters some rank produced this pass whose synchronized gradient is non-finite.
+
+    Only called when a bucket sum was not finite, so the per-parameter scan stays off the hot path.
+    """
+    bad = []
+    for b, bucket_counts in zip(buckets, counts):
+        for p, view, c in zip(b.params, b.views, bucket_counts):
+            if c > 0 and not torch.isfinite(view).all():
+                bad.append(names.get(p, f"<bucket {b.index} parameter of shape {tuple(p.shape)}>"))
+    return bad
