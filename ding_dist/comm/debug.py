@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 import zlib
 from collections.abc import Iterable
 from datetime import timedelta
@@ -215,15 +216,24 @@ def health_check(timeout: float = 30.0, group: Any = None) -> None:
     if group not in _side_groups:
         ranks = None if group is None else dist.get_process_group_ranks(group)
         _side_groups[group] = dist.new_group(ranks=ranks, backend="gloo")
+    start = time.monotonic()
     try:
         dist.monitored_barrier(group=_side_groups[group], timeout=timedelta(seconds=timeout), wait_all_ranks=True)
     except RuntimeError as exc:
         text = str(exc)
         found = re.search(r"[Rr]anks? ([\d, ]+) failed", text)
         missing = [int(x) for x in re.findall(r"\d+", found.group(1))] if found else []
-        if not missing and dist.get_rank() != 0:
-            missing = [0]  # rank 0 runs the barrier; others only know it did not answer
-        who = f"rank(s) {missing}" if missing else "some rank(s)"
-        raise DeadRankError(
-            f"{who} did not reach the health check within {timeout:g} s (dead or stuck): {text}", missing
-        ) from exc
+        waited_out = time.monotonic() - start >= 0.9 * timeout
+        two_ranks = dist.get_world_size(_side_groups[group]) == 2
+        if not missing and dist.get_rank() != 0 and two_ranks:
+            missing = [0]  # in a pair, the only rank another one waits for is rank 0
+        if missing:
+            what = f"rank(s) {missing} did not reach the health check within {timeout:g} s (dead or stuck)"
+        elif waited_out:  # rank 0 runs the barrier and answers only when every rank came
+            what = (
+                f"rank 0 did not confirm the health check within {timeout:g} s: rank 0, or a rank it waits for, "
+                "is dead or stuck (rank 0's error names it)"
+            )
+        else:  # failed at once: a peer closed its connection
+            what = "a peer closed its connection during the health check: a rank died (rank 0's error names it)"
+        raise DeadRankError(f"{what}: {text}", missing) from exc

@@ -95,3 +95,5 @@ def test_health_check_names_the_dead_rank():
     failures = dict(info.value.failures)
     assert "SIGKILL" in failures[1]
     assert "ranks [1]" in failures[0], failures
+    if 2 in failures:  # rank 2 cannot know which rank died: it must not blame rank 0, which is alive
+        assert "rank(s) [0]" not in failures[2] and "rank 0's error names it" in failures[2], failures
