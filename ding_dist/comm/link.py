@@ -8,6 +8,7 @@ each collective leaves the data as it is. No helper branches on "am I distribute
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -44,8 +45,6 @@ class CommHandle:
                 if timeout is None:
                     self._work.wait()
                 else:
-                    from datetime import timedelta
-
                     self._work.wait(timedelta(seconds=timeout))
             if self._finish is not None:
                 self._finish()

@@ -734,16 +734,8 @@ def train(
     """
     main, create = _read(config)
     policy_cls = get_policy_cls((create.get("policy") or {}).get("type"))
-    pipeline = serial_pipeline_onpolicy if policy_cls.on_policy else serial_pipeline
-    return pipeline(
-        (main, create),
-        seed=seed,
-        overrides=overrides,
-        exp_dir=exp_dir,
-        max_env_steps=max_env_steps,
-        resume=resume,
-        health_timeout=health_timeout,
-    )
+    options = dict(seed=seed, overrides=overrides, exp_dir=exp_dir, max_env_steps=max_env_steps, resume=resume)
+    return _run_pipeline((main, create), on_policy=policy_cls.on_policy, health_timeout=health_timeout, **options)
 
 
 def evaluate(config: ConfigArg, ckpt: str | os.PathLike, *, episodes: int = 10, seed: int = 0) -> dict[str, Any]:

@@ -69,12 +69,17 @@ def _broadcast_coalesced(tensors: Sequence[torch.Tensor], link: Link) -> None:
     for group in _coalesced(tensors).values():
         flat = torch.cat([t.detach().reshape(-1) for t in group])
         link.broadcast(flat, src=0)
-        offset = 0
-        with torch.no_grad():
-            for t in group:
-                n = t.numel()
-                t.copy_(flat[offset : offset + n].view_as(t))
-                offset += n
+        _copy_back(flat, group)
+
+
+def _copy_back(flat: torch.Tensor, tensors: Sequence[torch.Tensor]) -> None:
+    """Copy consecutive slices of ``flat`` into ``tensors`` (the inverse of flattening them)."""
+    offset = 0
+    with torch.no_grad():
+        for t in tensors:
+            n = t.numel()
+            t.copy_(flat[offset : offset + n].view_as(t))
+            offset += n
 
 
 def allreduce_parameters(module: nn.Module, link: Link | None = None) -> None:
@@ -91,12 +96,7 @@ def allreduce_parameters(module: nn.Module, link: Link | None = None) -> None:
         flat = torch.cat([t.detach().reshape(-1) for t in group])
         link.allreduce(flat).wait()
         flat.div_(link.world_size)
-        offset = 0
-        with torch.no_grad():
-            for t in group:
-                n = t.numel()
-                t.copy_(flat[offset : offset + n].view_as(t))
-                offset += n
+        _copy_back(flat, group)
     others = [b for b in module.buffers() if not b.is_floating_point()]
     if others:
         _broadcast_coalesced(others, link)
