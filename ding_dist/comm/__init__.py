@@ -31,6 +31,14 @@ from .debug import (
     health_check,
     set_debug,
 )
+from .devices import (
+    DeviceMismatchError,
+    backend_device_types,
+    check_comm_device,
+    comm_device,
+    rank_cuda_index,
+    resolve_device,
+)
 from .groups import get_group, simple_group_split
 from .helpers import error_wrapper, to_ddp_config
 from .init import (
@@ -58,6 +66,12 @@ from .objects import (
 from .settings import LaunchSettings, expand_slurm_nodelist, free_port, resolve_launch_settings, resolve_timeout
 
 __all__ = [
+    "DeviceMismatchError",
+    "backend_device_types",
+    "check_comm_device",
+    "comm_device",
+    "rank_cuda_index",
+    "resolve_device",
     "CollectiveMismatchError",
     "DeadRankError",
     "DesyncError",

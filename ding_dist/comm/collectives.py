@@ -11,7 +11,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .link import CommHandle, current_link
+from .devices import check_comm_device, comm_device
+from .link import CommHandle, current_link, is_non_member
 
 REDUCE_OPS: dict[str, Any] = {
     "sum": dist.ReduceOp.SUM,
@@ -40,9 +41,12 @@ def reduce_op(op: str | Any) -> Any:
     raise ValueError(f"op must be one of {sorted(REDUCE_OPS)} or a torch.distributed.ReduceOp, got {op!r}")
 
 
-def _check_tensor(tensor: Any, fn: str) -> None:
+def _check_tensor(tensor: Any, fn: str, group: Any = None) -> None:
+    """A tensor, on a device the group's backend moves (see :func:`~ding_dist.comm.devices.comm_device`)."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{fn} expects a torch.Tensor, got {type(tensor).__name__}")
+    if not is_non_member(group):
+        check_comm_device(tensor, group, fn)
 
 
 def _check_src(value: int, name: str, fn: str) -> None:
@@ -69,7 +73,7 @@ def allreduce(tensor: torch.Tensor, op: str | Any = "sum", group: Any = None, as
         >>> t
         tensor([1., 2.])
     """
-    _check_tensor(tensor, "allreduce")
+    _check_tensor(tensor, "allreduce", group)
     op = reduce_op(op)
     _check_float_for_avg(tensor, op, "allreduce")
     return current_link(group).allreduce(tensor, op, group, async_op)
@@ -95,7 +99,7 @@ def broadcast(tensor: torch.Tensor, src: int = 0, group: Any = None, async_op: b
         >>> t
         tensor([0, 1, 2])
     """
-    _check_tensor(tensor, "broadcast")
+    _check_tensor(tensor, "broadcast", group)
     _check_src(src, "src", "broadcast")
     return current_link(group).broadcast(tensor, src, group, async_op)
 
@@ -107,7 +111,7 @@ def allgather(tensor: torch.Tensor, group: Any = None) -> list[torch.Tensor]:
         >>> allgather(torch.tensor([7]))
         [tensor([7])]
     """
-    _check_tensor(tensor, "allgather")
+    _check_tensor(tensor, "allgather", group)
     link = current_link(group)
     outputs = [torch.empty_like(tensor) for _ in range(link.world_size(group))]
     link.allgather(outputs, tensor, group, False)
@@ -123,8 +127,8 @@ def allgather_into_tensor(output: torch.Tensor, input: torch.Tensor, group: Any 
         >>> out
         tensor([1., 2.])
     """
-    _check_tensor(output, "allgather_into_tensor")
-    _check_tensor(input, "allgather_into_tensor")
+    _check_tensor(output, "allgather_into_tensor", group)
+    _check_tensor(input, "allgather_into_tensor", group)
     link = current_link(group)
     expected = input.numel() * link.world_size(group)
     if output.numel() != expected:
@@ -153,8 +157,8 @@ def all_to_all_single(output: torch.Tensor, input: torch.Tensor, group: Any = No
         >>> out
         tensor([1., 2.])
     """
-    _check_tensor(output, "all_to_all_single")
-    _check_tensor(input, "all_to_all_single")
+    _check_tensor(output, "all_to_all_single", group)
+    _check_tensor(input, "all_to_all_single", group)
     if output.numel() != input.numel():
         raise ValueError(f"all_to_all_single: output has {output.numel()} elements, input {input.numel()}")
     return current_link(group).all_to_all_single(output, input, group, async_op)
@@ -170,7 +174,7 @@ def barrier(group: Any = None) -> None:
 
 
 def _p2p(kind: str, tensor: torch.Tensor, peer: int, group: Any):
-    _check_tensor(tensor, kind)
+    _check_tensor(tensor, kind, group)
     link = current_link(group)
     if not link.is_fake:
         _check_src(peer, "peer", kind)
@@ -197,9 +201,9 @@ def irecv(tensor: torch.Tensor, peer: int, group: Any = None) -> CommHandle:
     return _p2p("irecv", tensor, peer, group)
 
 
-def _as_comm_tensor(x: Any, fn: str) -> tuple[torch.Tensor, Any]:
-    """A private copy of ``x`` on the backend's device, plus how to turn the result back."""
-    device = current_link().device()
+def _as_comm_tensor(x: Any, fn: str, group: Any = None) -> tuple[torch.Tensor, Any]:
+    """A private copy of ``x`` on a device the backend moves, plus how to turn the result back."""
+    device = comm_device(group, like=x if isinstance(x, torch.Tensor) else None)
     if isinstance(x, torch.Tensor):
         origin = x.device
         return x.detach().to(device=device, copy=True), lambda t: t.to(origin)
@@ -222,7 +226,7 @@ def allreduce_data(x: Any, op: str | Any = "sum", group: Any = None) -> Any:
     op = reduce_op(op)
     if op is dist.ReduceOp.AVG and isinstance(x, int) and not isinstance(x, bool):
         x = float(x)
-    tensor, back = _as_comm_tensor(x, "allreduce_data")
+    tensor, back = _as_comm_tensor(x, "allreduce_data", group)
     allreduce(tensor, op=op, group=group)
     return back(tensor)
 
@@ -238,7 +242,7 @@ def reduce_data(x: Any, dst: int = 0, op: str | Any = "sum", group: Any = None) 
     _check_src(dst, "dst", "reduce_data")
     if op is dist.ReduceOp.AVG and isinstance(x, int) and not isinstance(x, bool):
         x = float(x)
-    tensor, back = _as_comm_tensor(x, "reduce_data")
+    tensor, back = _as_comm_tensor(x, "reduce_data", group)
     _check_float_for_avg(tensor, op, "reduce_data")
     link = current_link(group)
     link.reduce(tensor, dst, op, group)
@@ -256,15 +260,20 @@ def allreduce_with_indicator(grad: torch.Tensor, indicator: Any, group: Any = No
         >>> allreduce_with_indicator(g, 1)
         tensor([2., 4.])
     """
-    _check_tensor(grad, "allreduce_with_indicator")
+    _check_tensor(grad, "allreduce_with_indicator", group)
     if not grad.is_floating_point():
         raise TypeError(f"allreduce_with_indicator needs a floating-point gradient, got dtype {grad.dtype}")
-    flag = float(indicator.item() if isinstance(indicator, torch.Tensor) else indicator)
-    if flag not in (0.0, 1.0):
-        raise ValueError(f"indicator must be 0 or 1, got {indicator!r}")
     packed = torch.empty(grad.numel() + 1, dtype=grad.dtype, device=grad.device)
-    packed[:-1].copy_(grad.reshape(-1)).mul_(flag)
-    packed[-1] = flag
+    if isinstance(indicator, torch.Tensor):  # stays on the device: no host read (0 or 1 is the caller's promise)
+        flag = indicator.detach().to(device=grad.device, dtype=grad.dtype).reshape(())
+        packed[:-1].copy_(grad.reshape(-1)).mul_(flag)
+        packed[-1:].copy_(flag.reshape(1))
+    else:
+        flag = float(indicator)
+        if flag not in (0.0, 1.0):
+            raise ValueError(f"indicator must be 0 or 1, got {indicator!r}")
+        packed[:-1].copy_(grad.reshape(-1)).mul_(flag)
+        packed[-1] = flag
     allreduce(packed, op="sum", group=group)
     count = packed[-1].clamp(min=1.0)
     grad.copy_((packed[:-1] / count).view_as(grad))

@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
+from .devices import clear_cache as _clear_device_cache
+from .devices import rank_cuda_index
 from .link import current_link
 from .settings import FAKE_SETTINGS, LaunchSettings, resolve_launch_settings, resolve_timeout
 
@@ -31,14 +33,35 @@ def on_finalize(callback: Callable[[], None]) -> None:
     _finalizers.append(callback)
 
 
+def _backend_parts(backend: str) -> list[tuple[str | None, str]]:
+    """``'gloo'`` -> [(None, 'gloo')]; ``'cpu:gloo,cuda:nccl'`` -> [('cpu', 'gloo'), ('cuda', 'nccl')]."""
+    parts = []
+    for part in backend.split(","):
+        device, _, name = part.strip().rpartition(":")
+        parts.append((device or None, name))
+    return parts
+
+
 def _pick_backend(backend: str | None) -> str:
+    """Validate ``backend``: a name (``gloo``, ``nccl``, ``mpi``), a per-device list such as
+    ``'cpu:gloo,cuda:nccl'`` (host tensors over gloo, GPU tensors over nccl) or ``None`` (nccl with CUDA, else gloo)."""
     if backend is None:
         return "nccl" if torch.cuda.is_available() else "gloo"
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {list(_BACKENDS)} or None (auto), got {backend!r}")
-    if backend == "nccl" and not torch.cuda.is_available():
-        raise RuntimeError("backend 'nccl' needs CUDA GPUs and this machine has none; use backend='gloo'")
+    expected = (
+        f"one of {list(_BACKENDS)}, a per-device list such as 'cpu:gloo,cuda:nccl', or None (auto), got {backend!r}"
+    )
+    if not isinstance(backend, str) or not backend.strip():
+        raise ValueError(f"backend must be {expected}")
+    for device, name in _backend_parts(backend):
+        if name not in _BACKENDS or device not in (None, "cpu", "cuda"):
+            raise ValueError(f"backend must be {expected}")
+        if name == "nccl" and not torch.cuda.is_available():
+            raise RuntimeError(f"backend {backend!r} needs CUDA GPUs for nccl and this machine has none; use backend='gloo'")
     return backend
+
+
+def _uses_nccl(backend: str) -> bool:
+    return any(name == "nccl" for _, name in _backend_parts(backend))
 
 
 def _check_same(name: str, asked: Any, running: Any) -> None:
@@ -91,8 +114,8 @@ def dist_init(
         return 0, 1
     backend = _pick_backend(backend)
     device = "cpu"
-    if backend == "nccl":
-        index = settings.local_rank % torch.cuda.device_count()
+    if _uses_nccl(backend):
+        index = rank_cuda_index(settings.local_rank)
         torch.cuda.set_device(index)
         device = f"cuda:{index}"
     init_method = "env://" if settings.source == "torchrun" else f"tcp://{settings.addr}:{settings.port}"
@@ -173,6 +196,7 @@ def dist_finalize() -> None:
         >>> dist_finalize()
     """
     global _settings
+    _clear_device_cache()
     for callback in _finalizers:
         callback()
     if dist.is_available() and dist.is_initialized():

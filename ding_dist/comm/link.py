@@ -141,10 +141,10 @@ class TorchLink:
         return str(dist.get_backend(group))
 
     def device(self) -> torch.device:
-        """Device whose tensors this backend moves (CUDA for nccl, else CPU)."""
-        if self.backend() == "nccl":
-            return torch.device("cuda", torch.cuda.current_device())
-        return torch.device("cpu")
+        """Device for new tensors of the world group's collectives (CUDA for nccl or a CUDA-only gloo, else CPU)."""
+        from .devices import comm_device  # devices imports this module
+
+        return comm_device()
 
     def allreduce(self, tensor: torch.Tensor, op: Any, group: Any, async_op: bool) -> CommHandle | None:
         finish = None
@@ -206,10 +206,46 @@ class TorchLink:
         return CommHandle(dist.irecv(tensor, src=peer, group=group), tensor)
 
     def _object_device(self) -> torch.device | None:
-        return self.device() if self.backend() == "nccl" else None
+        device = self.device()
+        return device if device.type == "cuda" else None
+
+
+class NonMemberLink(FakeLink):
+    """A group this rank is not a member of (``new_group`` returned ``NON_GROUP_MEMBER``): as in
+    torch.distributed, rank and size are -1 and every collective is a no-op that leaves the data alone."""
+
+    is_fake = False
+
+    def rank(self, group: Any = None) -> int:
+        return -1
+
+    def world_size(self, group: Any = None) -> int:
+        return -1
+
+    def backend(self, group: Any = None) -> str:
+        return "non-member"
+
+    def allgather(self, outputs: list[torch.Tensor], tensor: torch.Tensor, group: Any, async_op: bool):
+        return CommHandle(None, outputs) if async_op else None
+
+    def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, group: Any, async_op: bool):
+        return CommHandle(None, output) if async_op else None
+
+    def allgather_into_tensor(self, output: torch.Tensor, input: torch.Tensor, group: Any, async_op: bool):
+        return CommHandle(None, output) if async_op else None
+
+    def global_rank(self, group: Any, group_rank: int) -> int:
+        raise ValueError("this rank is not a member of the group: it has no ranks to translate")
+
+    def all_gather_object(self, outputs: list, obj: Any, group: Any) -> None:
+        return None
+
+    def p2p(self, kind: str, tensor: torch.Tensor, peer: int, group: Any):
+        return None if kind in ("send", "recv") else CommHandle(None, tensor)
 
 
 FAKE_LINK = FakeLink()
+NON_MEMBER_LINK = NonMemberLink()
 TORCH_LINK = TorchLink()
 _AVAILABLE = dist.is_available()
 _torch_link: TorchLink = TORCH_LINK  # swapped for a checking link in debug mode
@@ -225,12 +261,19 @@ def get_torch_link() -> TorchLink:
     return _torch_link
 
 
+def is_non_member(group: Any) -> bool:
+    """True for the placeholder ``dist.new_group`` returns on ranks outside the new group."""
+    return _AVAILABLE and isinstance(group, int) and group == dist.GroupMember.NON_GROUP_MEMBER
+
+
 def current_link(group: Any = None) -> FakeLink | TorchLink:
     """The link every helper talks through: torch.distributed if initialized, else the fake link.
 
     ``group`` (what the caller will pass on) must be ``None`` or a group of that link.
     """
     if _AVAILABLE and dist.is_initialized():
+        if is_non_member(group):
+            return NON_MEMBER_LINK
         if group is not None and not isinstance(group, dist.ProcessGroup):
             raise TypeError(f"group must be None or a torch.distributed ProcessGroup, got {group!r}")
         return _torch_link

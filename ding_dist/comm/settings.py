@@ -147,6 +147,29 @@ def _from_slurm(env: Mapping[str, str]) -> LaunchSettings:
     return LaunchSettings(rank, world_size, local_rank, local_size, addr, _check_port(port, "SLURM"), "slurm")
 
 
+def _local_from_arguments(rank: int, world_size: int, env: Mapping[str, str]) -> tuple[int, int]:
+    """Local rank and size for explicit ``rank``/``world_size``: the launcher's variables when set
+    (LOCAL_RANK, LOCAL_WORLD_SIZE, SLURM_LOCALID, SLURM_NTASKS_PER_NODE), else consecutive ranks per node
+    with one rank per visible GPU (all ranks on one node without GPUs). Never the global rank on node > 0."""
+    if world_size == 1:
+        return 0, 1
+    if "LOCAL_WORLD_SIZE" in env:
+        local_size = _int_var(env, "LOCAL_WORLD_SIZE")
+    elif "SLURM_NTASKS_PER_NODE" in env:
+        local_size = _int_var(env, "SLURM_NTASKS_PER_NODE")
+    else:
+        import torch  # only here: settings stay importable without initializing CUDA
+
+        gpus = torch.cuda.device_count()
+        local_size = min(world_size, gpus) if gpus else world_size
+    local_size = max(1, local_size)
+    if "LOCAL_RANK" in env:
+        return _int_var(env, "LOCAL_RANK"), local_size
+    if "SLURM_LOCALID" in env:
+        return _int_var(env, "SLURM_LOCALID"), local_size
+    return rank % local_size, local_size
+
+
 def resolve_launch_settings(
     rank: int | None = None,
     world_size: int | None = None,
@@ -172,8 +195,7 @@ def resolve_launch_settings(
             port = int(env["MASTER_PORT"]) if "MASTER_PORT" in env else None
         if port is None:
             port = free_port() if world_size == 1 else DEFAULT_PORT
-        local_rank = int(env.get("LOCAL_RANK", rank)) if world_size > 1 else 0
-        local_size = int(env.get("LOCAL_WORLD_SIZE", world_size))
+        local_rank, local_size = _local_from_arguments(rank, world_size, env)
         return LaunchSettings(
             rank, world_size, local_rank, local_size, addr, _check_port(port, "argument"), "arguments"
         )

@@ -81,15 +81,19 @@ def _device() -> Check:
     def ok(v: Any) -> bool:
         if not isinstance(v, str):
             return False
+        if v == "auto":
+            return True
         import torch  # only when a config names a device: the CLI's argument parsing stays light
 
         try:
-            torch.device(v)
+            device = torch.device(v)
         except (RuntimeError, ValueError):
             return False
-        return True
+        if device.type == "cuda" and not torch.cuda.is_available():
+            return False  # caught with the other config errors, not at the first tensor
+        return device.type in ("cpu", "cuda")
 
-    return ok, "a torch device such as 'cpu', 'cuda' or 'cuda:1'"
+    return ok, "'auto', 'cpu', or 'cuda'/'cuda:N' on a machine with CUDA"
 
 
 def _env_id() -> Check:

@@ -56,10 +56,10 @@ from ding_dist.comm import (
     broadcast_object,
     check_consistency,
     debug_enabled,
-    get_local_rank,
     get_rank,
     get_world_size,
     health_check,
+    resolve_device,
     to_ddp_config,
 )
 from ding_dist.config import compile_config, read_config, save_config
@@ -210,10 +210,8 @@ def _sigterm_exits() -> Iterator[None]:
 
 
 def _device(cfg_policy: Mapping) -> torch.device:
-    device = torch.device(cfg_policy.device)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", get_local_rank())
-    return device
+    """The policy's device: ``policy.device`` through the one function that decides devices."""
+    return resolve_device(cfg_policy.get("device", "auto"))
 
 
 def _env_manager(cfg: EasyDict) -> str:
@@ -253,6 +251,7 @@ class _Counters:
     best_eval: float = -math.inf
     last_eval: float | None = None
     eval_history: list = field(default_factory=list)  # [(env_steps, mean_return)]
+    update_credit: int = 0  # off-policy: update_per_collect x env steps not yet turned into updates
 
 
 class _Run:
@@ -387,7 +386,14 @@ class _Run:
         state = load_checkpoint(self._resume_path)
         try:
             c = state["counters"]
-            self.counters = _Counters(c["env_steps"], c["episodes"], c["best_eval"], c["last_eval"], c["eval_history"])
+            self.counters = _Counters(
+                c["env_steps"],
+                c["episodes"],
+                c["best_eval"],
+                c["last_eval"],
+                c["eval_history"],
+                c.get("update_credit", 0),
+            )
         except (KeyError, TypeError) as e:
             raise CheckpointError(
                 f"checkpoint {path!r} has no training counters ({e!r}); not a pipeline checkpoint"
@@ -511,11 +517,21 @@ class _Run:
                     "best_eval": c.best_eval,
                     "last_eval": c.last_eval,
                     "eval_history": c.eval_history,
+                    "update_credit": c.update_credit,
                 },
                 "rng": rng_states,
                 "world_size": self.world,
             }
             self.ckpt.save(state, c.env_steps)
+
+    def _updates_due(self, env_steps: int, n_sample: int) -> int:
+        """Updates for ``env_steps`` new global env steps: ``update_per_collect`` per ``n_sample`` steps,
+        exact over the run (a remainder carries over), so the update-to-data ratio does not depend on how
+        many ranks or envs round an iteration up."""
+        c = self.counters
+        c.update_credit += self.cfg.policy.learn.update_per_collect * env_steps
+        due, c.update_credit = divmod(c.update_credit, n_sample)
+        return due
 
     def check_consistency(self) -> None:
         """Raise ``DesyncError`` naming the first tensor of the policy's networks that differs across ranks."""
@@ -580,14 +596,27 @@ class _Run:
         global_per_iter = local_per_iter * self.world
         eval_freq, log_freq, ckpt_freq = p.eval.eval_freq, p.other.log_freq, p.other.checkpoint.freq
         learning_starts = p.learn.get("learning_starts", 0)
+        n_sample_global = p.collect.n_sample * self.world  # to_ddp_config divided the global n_sample by N
         logger.info(
-            "%s: %d rank(s) x %d envs, %d global env steps per iteration, exp dir %s",
+            "%s: %d rank(s) x %d envs, %d global env steps per iteration, policy on %s, exp dir %s",
             cfg.exp_name,
             self.world,
             self.collector.num_envs,
             global_per_iter,
+            self.policy.device,
             self.exp_dir,
         )
+        if self.buffer is not None and global_per_iter != n_sample_global:
+            logger.info(
+                "collect.n_sample=%d global env steps rounds up to %d per iteration (whole vector steps of %d envs "
+                "x %d ranks); updates follow the env steps: update_per_collect=%d per %d env steps, exactly",
+                n_sample_global,
+                global_per_iter,
+                self.collector.num_envs,
+                self.world,
+                p.learn.update_per_collect,
+                n_sample_global,
+            )
 
         bar = progress_bar(self.max_env_steps, desc="env steps", initial=c.env_steps)
         stopped_by, log_pending = "max_env_steps", 0
@@ -603,7 +632,8 @@ class _Run:
                 else:
                     self.buffer.extend(rollout)
                     if c.env_steps >= learning_starts:
-                        self.learner.train_replay(self.buffer, p.learn.update_per_collect, p.learn.batch_size)
+                        n_updates = self._updates_due(global_per_iter, n_sample_global)
+                        self.learner.train_replay(self.buffer, n_updates, p.learn.batch_size)
                 if debug and self.policy.train_iter // DEBUG_CHECK_EVERY > iters_before // DEBUG_CHECK_EVERY:
                     self.check_consistency()
 
@@ -622,12 +652,11 @@ class _Run:
                 if stop:
                     stopped_by = "stop_value"
                     break
-            if stopped_by != "stop_value":
-                if log_pending:
-                    self.log(log_pending, wall_start, steps_at_start)
-                if not c.eval_history or c.eval_history[-1][0] != c.env_steps:
-                    if self.evaluate():
-                        stopped_by = "stop_value"
+            if log_pending:  # whatever stopped the run, its last episodes and updates are logged
+                self.log(log_pending, wall_start, steps_at_start)
+            if stopped_by != "stop_value" and (not c.eval_history or c.eval_history[-1][0] != c.env_steps):
+                if self.evaluate():
+                    stopped_by = "stop_value"
             self.checkpoint()
         except Exception as exc:
             clearer = self.diagnose(exc)

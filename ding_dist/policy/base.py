@@ -7,7 +7,8 @@ A policy owns its networks and optimizers and exposes four things to the workers
   (PPO: ``logp`` and ``value``; DQN: none).
 - ``eval_action(obs)`` -> greedy actions, computed with the raw (unwrapped) networks so that
   evaluating on rank 0 never waits on a collective.
-- ``learn(data)`` -> ``dict[str, float]`` of statistics; ``data`` is a replay batch (off-policy) or a
+- ``learn(data)`` -> ``dict[str, float | Tensor]`` of statistics (0-dim tensors stay on the device: the
+  learner reads them back once per log interval, not per update); ``data`` is a replay batch (off-policy) or a
   rollout (on-policy). Every optimizer step goes through the sync engine, so gradients are averaged
   across ranks before the step.
 - ``state_dict()`` / ``load_state_dict()``: every module and optimizer the policy names in
@@ -48,6 +49,7 @@ import torch
 from easydict import EasyDict
 from torch import nn
 
+from ding_dist.comm import resolve_device
 from ding_dist.sync import distribute
 
 __all__ = ["Policy", "mlp", "obs_dim", "action_info", "soft_update", "hard_update"]
@@ -77,7 +79,9 @@ class Policy(abc.ABC):
             cfg = super().default_config()
             cfg.learn.update(learning_rate=1e-3)
 
-        - ``device``: torch device of the networks (``"cuda"`` picks the rank's local GPU).
+        - ``device``: torch device of the networks: ``"auto"`` (default: the rank's GPU when the backend is
+          nccl or there is one process on a CUDA machine, else the CPU), ``"cpu"``, ``"cuda"`` (the rank's
+          GPU), ``"cuda:N"``; see :func:`ding_dist.comm.resolve_device`.
         - ``collect.n_sample``: env steps collected per iteration, summed over ranks (the pipeline's
           ``to_ddp_config`` divides it by the world size).
         - ``learn.batch_size``: global batch; divided by the world size the same way.
@@ -86,7 +90,7 @@ class Policy(abc.ABC):
         - ``other.checkpoint.freq`` (global env steps, 0: only at the end), ``other.checkpoint.keep_last``.
         """
         return EasyDict(
-            device="cpu",
+            device="auto",
             model={},
             learn=dict(batch_size=64, learning_rate=1e-3),
             collect=dict(n_sample=64),
@@ -104,8 +108,10 @@ class Policy(abc.ABC):
         self.cfg = EasyDict(cfg)
         self.obs_space = obs_space
         self.action_space = action_space
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self.train_iter = 0  # optimizer updates applied so far (identical on every rank)
+        #: The ranks that learn together (None: the world); statistics that must be global use it.
+        self.sync_group: Any = None
 
     # --- distributed training -------------------------------------------------------------------
     @staticmethod
@@ -132,8 +138,9 @@ class Policy(abc.ABC):
 
     # --- learning -------------------------------------------------------------------------------
     @abc.abstractmethod
-    def learn(self, data: Any) -> dict[str, float]:
-        """Apply one learning step (DQN: one update; PPO: all epochs over a rollout); return statistics."""
+    def learn(self, data: Any) -> dict[str, float | torch.Tensor]:
+        """Apply one learning step (DQN: one update; PPO: all epochs over a rollout); return statistics
+        (Python numbers or detached 0-dim tensors, which the learner reads back once per log interval)."""
 
     # --- checkpointing --------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

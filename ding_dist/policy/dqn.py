@@ -154,15 +154,16 @@ class DQNPolicy(Policy):
         e = self.cfg.other.eps
         eps = epsilon_schedule(e.type, e.start, e.end, e.decay, env_step)
         actions = self.model(self.as_tensor(obs)).argmax(dim=-1)
-        explore = torch.rand(actions.shape[0]) < eps
-        actions[explore] = torch.randint(self.n_actions, (int(explore.sum()),))
-        return actions.cpu().numpy(), {}
+        # Exploration drawn on the policy's device (no host mask into device actions, no host read).
+        explore = torch.rand(actions.shape, device=actions.device) < eps
+        random_actions = torch.randint_like(actions, self.n_actions)
+        return torch.where(explore, random_actions, actions).cpu().numpy(), {}
 
     @torch.no_grad()
     def eval_action(self, obs: np.ndarray) -> np.ndarray:
         return self.model(self.as_tensor(obs)).argmax(dim=-1).cpu().numpy()
 
-    def learn(self, batch: Mapping[str, torch.Tensor]) -> dict[str, float]:
+    def learn(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One gradient step on a replay batch (keys ``obs, action, reward, next_obs, discount``)."""
         lc = self.cfg.learn
         with torch.no_grad():
@@ -191,4 +192,4 @@ class DQNPolicy(Policy):
             soft_update(self.target_model, self.model, lc.target_theta)
         elif self.train_iter % lc.target_update_freq == 0:
             hard_update(self.target_model, self.model)
-        return {"loss": loss.item(), "q_mean": q.mean().item()}
+        return {"loss": loss.detach(), "q_mean": q.detach().mean()}

@@ -6,7 +6,9 @@ state-independent log standard deviation. Reading order: the actor-critic networ
 
 Every minibatch update goes through the sync engine, so with N ranks each update averages the
 gradients of N per-rank minibatches: the global minibatch is ``learn.batch_size`` (the pipeline
-gives each rank ``batch_size / N``), exactly as on one process.
+gives each rank ``batch_size / N``), exactly as on one process. Advantage normalization uses the
+statistics of that global minibatch (one small allreduce per ``learn`` call serves every minibatch),
+so N ranks apply the update one process would.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from easydict import EasyDict
 from torch import nn
 from torch.distributions import Categorical, Normal
 
+from ding_dist.comm import allreduce, comm_device, get_world_size
 from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
 
 __all__ = ["PPOPolicy", "ActorCritic", "compute_gae"]
@@ -195,7 +198,28 @@ class PPOPolicy(Policy):
         next_value = np.concatenate([value[1:], self._value(rollout["last_obs"])[None]], axis=0)
         return compute_gae(reward, value, next_value, done, cc.discount_factor, cc.gae_lambda)
 
-    def learn(self, rollout: Mapping[str, np.ndarray]) -> dict[str, float]:
+    def global_minibatch_stats(self, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and (unbiased) std of each global minibatch of advantages, over every rank's part of it.
+
+        ``adv`` is ``[epochs, minibatches, local batch]``; one allreduce of the packed sums and sums of
+        squares (float64) serves every minibatch of the call. With N ranks each holding ``batch / N`` of a
+        minibatch, the result equals the statistics one process computes on the whole minibatch.
+
+        Example::
+
+            mean, std = policy.global_minibatch_stats(adv_all[minibatches])  # each [epochs, minibatches]
+        """
+        a = adv.detach().double()
+        packed = torch.stack([a.sum(-1), (a * a).sum(-1)], dim=-1)
+        packed = packed.to(comm_device(self.sync_group, like=packed))
+        allreduce(packed, op="sum", group=self.sync_group)
+        packed = packed.to(adv.device)
+        n = adv.shape[-1] * get_world_size(self.sync_group)
+        mean = packed[..., 0] / n
+        var = (packed[..., 1] - n * mean * mean) / max(n - 1, 1)
+        return mean.to(adv.dtype), var.clamp(min=0.0).sqrt().to(adv.dtype)
+
+    def learn(self, rollout: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """All PPO epochs over one rollout (fields ``[T, N, ...]`` plus ``last_obs`` ``[N, ...]``)."""
         lc = self.cfg.learn
         adv, ret = self.advantages(rollout)
@@ -209,20 +233,25 @@ class PPOPolicy(Policy):
 
         size = obs.shape[0]
         batch = min(int(lc.batch_size), size)
-        stats: dict[str, float] = {}
+        n_minibatch = size // batch  # drop the ragged tail: the same count on every rank
+        # Every epoch's minibatch indices up front, so the advantage statistics of all of them cost one collective.
+        orders = torch.stack([torch.randperm(size, device=self.device) for _ in range(lc.epoch_per_collect)])
+        minibatches = orders[:, : n_minibatch * batch].reshape(lc.epoch_per_collect, n_minibatch, batch)
+        if lc.adv_norm:
+            adv_mean, adv_std = self.global_minibatch_stats(adv_all[minibatches])
+        stats: dict[str, torch.Tensor] = {}
         n_updates = 0
-        for _ in range(lc.epoch_per_collect):
-            order = torch.randperm(size, device=self.device)
-            for start in range(0, size - batch + 1, batch):  # drop the ragged tail: same count on every rank
-                idx = order[start : start + batch]
+        for epoch in range(lc.epoch_per_collect):
+            for mb in range(n_minibatch):
+                idx = minibatches[epoch, mb]
                 head, v = self.train_model(obs[idx])
                 dist = self.model.distribution(head)
                 logp = self._log_prob(dist, action[idx])
                 entropy = dist.entropy() if self.discrete else dist.entropy().sum(-1)
 
                 a = adv_all[idx]
-                if lc.adv_norm:
-                    a = (a - a.mean()) / (a.std() + 1e-8)
+                if lc.adv_norm:  # statistics of the global minibatch (all ranks' parts), as on one process
+                    a = (a - adv_mean[epoch, mb]) / (adv_std[epoch, mb] + 1e-8)
                 ratio = (logp - old_logp[idx]).exp()
                 policy_loss = torch.max(-a * ratio, -a * ratio.clamp(1.0 - lc.clip_ratio, 1.0 + lc.clip_ratio)).mean()
 
@@ -243,7 +272,7 @@ class PPOPolicy(Policy):
                 self.train_iter += 1
                 n_updates += 1
 
-                with torch.no_grad():
+                with torch.no_grad():  # device scalars, summed on the device: no host read per minibatch
                     step_stats = {
                         "loss": loss,
                         "policy_loss": policy_loss,
@@ -253,5 +282,6 @@ class PPOPolicy(Policy):
                         "clip_frac": ((ratio - 1).abs() > lc.clip_ratio).float().mean(),
                     }
                 for k, val in step_stats.items():
-                    stats[k] = stats.get(k, 0.0) + val.item()
+                    val = val.detach()
+                    stats[k] = stats[k] + val if k in stats else val
         return {k: v / max(1, n_updates) for k, v in stats.items()}

@@ -288,7 +288,7 @@ class SACPolicy(Policy):
             nn.utils.clip_grad_norm_(module.parameters(), self.cfg.learn.grad_clip_norm)
         optimizer.step()
 
-    def learn(self, batch: Mapping[str, torch.Tensor]) -> dict[str, float]:
+    def learn(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One SAC update on a replay batch (keys ``obs, action, reward, next_obs, discount``)."""
         lc = self.cfg.learn
         obs = batch["obs"].reshape(batch["obs"].shape[0], -1)
@@ -323,11 +323,11 @@ class SACPolicy(Policy):
 
         soft_update(self.critic_target, self.critic, lc.target_theta)
         self.train_iter += 1
-        return {
-            "critic_loss": critic_loss.item(),
-            "actor_loss": actor_loss.item(),
-            "alpha_loss": alpha_loss.item(),
-            "alpha": float(alpha),
-            "entropy": -logp.mean().item(),
-            "q_mean": q1.mean().item(),
+        return {  # detached device scalars: the learner reads them back once per log interval
+            "critic_loss": critic_loss.detach(),
+            "actor_loss": actor_loss.detach(),
+            "alpha_loss": alpha_loss.detach(),
+            "alpha": alpha.reshape(()),
+            "entropy": -logp.detach().mean(),
+            "q_mean": q1.detach().mean(),
         }

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from ding_dist.comm import broadcast, get_rank
+from ding_dist.comm import broadcast, comm_device, get_rank
 from ding_dist.policy.base import Policy
 
 __all__ = ["Evaluator"]
@@ -78,13 +78,14 @@ class Evaluator:
 
     def evaluate_and_share(self) -> tuple[float, bool]:
         """Collective: rank 0 evaluates, then broadcasts ``(mean_return, stop)`` to every rank."""
-        packed = torch.zeros(2, dtype=torch.float64)
+        packed = torch.zeros(2, dtype=torch.float64, device=comm_device())
         if get_rank() == 0:
             mean = self.evaluate()["mean_return"]
             stop = self.stop_value is not None and mean >= self.stop_value
-            packed[0], packed[1] = mean, float(stop)
+            packed.copy_(torch.tensor([mean, float(stop)], dtype=torch.float64))
         broadcast(packed, src=0)
-        return float(packed[0]), bool(packed[1])
+        mean, stop = packed.tolist()
+        return float(mean), bool(stop)
 
     def close(self) -> None:
         """Close the vector env (if any)."""

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from ding_dist.comm import allreduce, get_world_size
+from ding_dist.comm import allreduce, comm_device, get_world_size
 from ding_dist.data.replay import ReplayBuffer
 from ding_dist.policy.base import Policy
 from ding_dist.sync import DistributedModel
@@ -15,10 +15,15 @@ from ding_dist.sync import DistributedModel
 __all__ = ["Learner", "reduce_log"]
 
 
-def reduce_log(sums: Mapping[str, float], means: Mapping[str, float]) -> dict[str, float]:
+Stat = float | torch.Tensor  # a Python number or a 0-dim tensor still on the policy's device
+
+
+def reduce_log(sums: Mapping[str, Stat], means: Mapping[str, Stat]) -> dict[str, float]:
     """Sum ``sums`` and average ``means`` over all ranks with ONE allreduce of a packed tensor.
 
-    Every rank must pass the same keys (they are sorted, so insertion order does not matter).
+    Values are Python numbers or 0-dim tensors (e.g. a loss still on the GPU); the packed tensor lives on
+    the device the backend needs (:func:`~ding_dist.comm.comm_device`), and the result is read back to
+    the host once. Every rank must pass the same keys (they are sorted, so insertion order does not matter).
 
     Example::
 
@@ -29,15 +34,24 @@ def reduce_log(sums: Mapping[str, float], means: Mapping[str, float]) -> dict[st
     if overlap:
         raise ValueError(f"keys {sorted(overlap)} appear in both sums and means")
     sum_keys, mean_keys = sorted(sums), sorted(means)
-    packed = torch.tensor(
-        [float(sums[k]) for k in sum_keys] + [float(means[k]) for k in mean_keys], dtype=torch.float64
+    values = [sums[k] for k in sum_keys] + [means[k] for k in mean_keys]
+    if not values:
+        return {}
+    like = next((v for v in values if isinstance(v, torch.Tensor)), None)
+    device = comm_device(like=like)
+    packed = torch.stack(
+        [
+            v.detach().reshape(()).to(device=device, dtype=torch.float64)
+            if isinstance(v, torch.Tensor)
+            else torch.tensor(float(v), dtype=torch.float64, device=device)
+            for v in values
+        ]
     )
-    if packed.numel():
-        allreduce(packed, op="sum")
+    allreduce(packed, op="sum")
     world = get_world_size()
-    values = packed.tolist()
-    out = dict(zip(sum_keys, values[: len(sum_keys)]))
-    out.update({k: v / world for k, v in zip(mean_keys, values[len(sum_keys) :])})
+    host = packed.tolist()  # the one host read of a log interval
+    out = dict(zip(sum_keys, host[: len(sum_keys)]))
+    out.update({k: v / world for k, v in zip(mean_keys, host[len(sum_keys) :])})
     return out
 
 
@@ -57,7 +71,7 @@ class Learner:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
-        self._sums: dict[str, float] = {}
+        self._sums: dict[str, Stat] = {}
         self._count = 0
 
     def nonfinite_skips(self) -> int:
@@ -66,9 +80,11 @@ class Learner:
         models = [v for v in vars(self.policy).values() if isinstance(v, DistributedModel)]
         return sum(m.nonfinite_skips for m in models)
 
-    def _record(self, stats: Mapping[str, float]) -> None:
+    def _record(self, stats: Mapping[str, Stat]) -> None:
+        # Tensors stay where the policy made them (adding them does not wait for the device).
         for k, v in stats.items():
-            self._sums[k] = self._sums.get(k, 0.0) + float(v)
+            v = v.detach() if isinstance(v, torch.Tensor) else float(v)
+            self._sums[k] = self._sums[k] + v if k in self._sums else v
         self._count += 1
 
     def train_replay(self, buffer: ReplayBuffer, n_updates: int, batch_size: int) -> None:
@@ -80,8 +96,11 @@ class Learner:
         """One ``policy.learn`` call on a fresh rollout (on-policy: all epochs and minibatches)."""
         self._record(self.policy.learn(rollout))
 
-    def pop_stats(self) -> dict[str, float]:
+    def pop_stats(self) -> dict[str, Stat]:
         """Local means of the statistics since the last call, keyed ``train/<name>``; then reset.
+
+        Values a policy returned as tensors stay tensors on its device (no host read here): hand them
+        to :func:`reduce_log`, which reads everything back once.
 
         Once a step has been skipped for a non-finite gradient, ``train/nonfinite_skips`` (the total so
         far, identical on every rank, so every rank reports the same keys) is added as well.

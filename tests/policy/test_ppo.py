@@ -101,7 +101,7 @@ def test_learn_raises_probability_of_advantaged_actions(space):
     assert logp() > before
     assert policy.train_iter == 8 * 4  # epochs x minibatches (16 samples / batch 4)
     assert {"loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac"} <= set(stats)
-    assert all(np.isfinite(v) for v in stats.values())
+    assert all(np.isfinite(float(v)) for v in stats.values())
 
 
 def test_gaussian_actions_are_stored_raw_and_clipped_for_env():

@@ -166,7 +166,7 @@ def test_alpha_moves_toward_target_entropy(log_std, direction):
     for i in range(5):
         stats = policy.learn(batch(seed=i))
     # a narrow policy's entropy is below -action_dim (alpha grows), a wide one's above (alpha shrinks)
-    assert np.sign(policy.target_entropy - stats["entropy"]) == direction
+    assert np.sign(policy.target_entropy - float(stats["entropy"])) == direction
     assert np.sign(policy.alpha - before) == direction
     fixed = make(auto_alpha=False, alpha=0.3)
     fixed.learn(batch())

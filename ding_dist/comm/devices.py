@@ -1,0 +1,187 @@
+"""Which device a rank computes on, and which device a collective's tensors must live on.
+
+One place decides both, so the process group, the policies and the pipeline never disagree:
+
+- :func:`rank_cuda_index`: this rank's GPU among the visible ones (``local_rank % device_count``, so
+  one visible GPU per task, as with SLURM ``--gpus-per-task=1``, is index 0 on every task).
+- :func:`resolve_device`: a config's ``device`` (``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:1"``) as a
+  ``torch.device``; ``"auto"`` is the rank's GPU when the collectives can carry CUDA tensors without a
+  copy (nccl, or a single process), else the CPU.
+- :func:`comm_device`: where a tensor handed to a collective must live for the group's backend (nccl:
+  the rank's GPU; gloo: the CPU, or the tensor's own device when gloo was created for it too).
+- :func:`check_comm_device`: the rule every collective of this package checks before it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .link import SingleProcessGroup, current_link, is_non_member
+
+__all__ = [
+    "DeviceMismatchError",
+    "backend_device_types",
+    "check_comm_device",
+    "comm_device",
+    "rank_cuda_index",
+    "resolve_device",
+]
+
+_COMM_DIR = os.path.dirname(os.path.abspath(__file__))
+_types_cache: dict[int, frozenset[str]] = {}
+
+
+class DeviceMismatchError(ValueError):
+    """A tensor handed to a collective lives on a device the process group's backend cannot move."""
+
+
+def rank_cuda_index(local_rank: int | None = None) -> int:
+    """This rank's CUDA device index: ``local_rank % torch.cuda.device_count()``.
+
+    With every GPU of a node visible it is the local rank; with one visible GPU per task it is 0.
+
+    Example:
+        >>> rank_cuda_index(3) if torch.cuda.is_available() else 0   # doctest: +SKIP
+        3
+    """
+    count = torch.cuda.device_count()
+    if count == 0:
+        raise RuntimeError("no CUDA device is visible to this process (torch.cuda.device_count() is 0)")
+    if local_rank is None:
+        from .init import get_local_rank  # init imports this module's users; keep the import local
+
+        local_rank = get_local_rank()
+    return int(local_rank) % count
+
+
+def _backend_name(group: Any = None) -> str:
+    link = current_link(group)
+    return "fake" if link.is_fake else link.backend(group)
+
+
+def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
+    """Turn a config's ``device`` into this rank's ``torch.device``.
+
+    ``"auto"`` (or ``None``): the rank's GPU when CUDA is available and the backend is nccl or there is no
+    process group (one process), else the CPU (a gloo group moves host tensors). ``"cuda"``: the rank's
+    GPU (:func:`rank_cuda_index`). ``"cuda:N"``: that GPU. ``"cpu"``: the CPU. A CUDA device on a machine
+    without one is a ``ValueError`` naming it.
+
+    Example:
+        >>> resolve_device("cpu")
+        device(type='cpu')
+    """
+    if spec is None or spec == "auto":
+        if torch.cuda.is_available() and _backend_name() in ("nccl", "fake"):
+            return torch.device("cuda", rank_cuda_index())
+        return torch.device("cpu")
+    try:
+        device = torch.device(spec)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {spec!r}") from e
+    if device.type == "cpu":
+        return torch.device("cpu")
+    if device.type != "cuda":
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {spec!r}")
+    if not torch.cuda.is_available():
+        raise ValueError(f"device {spec!r} needs CUDA and this machine has no CUDA device; use 'auto' or 'cpu'")
+    if device.index is None:
+        return torch.device("cuda", rank_cuda_index())
+    if device.index >= torch.cuda.device_count():
+        raise ValueError(
+            f"device {spec!r}: only {torch.cuda.device_count()} CUDA device(s) are visible (indices 0.."
+            f"{torch.cuda.device_count() - 1})"
+        )
+    return device
+
+
+def _parse_backend_config(text: str) -> frozenset[str]:
+    """``'cpu:gloo,cuda:nccl'`` -> {cpu, cuda}; a bare ``'nccl'`` -> {cuda}; a bare ``'gloo'`` -> {cpu, cuda}."""
+    types: set[str] = set()
+    for part in str(text).split(","):
+        part = part.strip().lower()
+        if ":" in part:
+            types.add(part.split(":", 1)[0])
+        elif part == "nccl":
+            types.add("cuda")
+        elif part:
+            types.update(("cpu", "cuda"))
+    return frozenset(types)
+
+
+def backend_device_types(group: Any = None) -> frozenset[str]:
+    """Device types the group's backend moves: ``{'cpu'}`` on the fake link, ``{'cuda'}`` for nccl,
+    ``{'cpu', 'cuda'}`` for gloo, as declared by ``backend='cpu:gloo,cuda:nccl'``-style strings.
+
+    Example:
+        >>> sorted(backend_device_types())
+        ['cpu', 'cuda']
+    """
+    link = current_link(group)
+    if link.is_fake or is_non_member(group):
+        return frozenset(("cpu", "cuda"))  # nothing moves: every device is fine
+    key = id(group) if group is not None else id(dist.group.WORLD)
+    found = _types_cache.get(key)
+    if found is None:
+        found = _types_cache[key] = _parse_backend_config(dist.get_backend_config(group))
+    return found
+
+
+def comm_device(group: Any = None, like: torch.Tensor | torch.device | None = None) -> torch.device:
+    """The device to put a tensor on before handing it to a collective on ``group``.
+
+    ``like``: a tensor or device the data already lives on; it is kept when the backend moves that device
+    type (no copy), else the backend's own device is returned (nccl: the rank's GPU; gloo: the CPU).
+
+    Example:
+        >>> comm_device()
+        device(type='cpu')
+    """
+    if isinstance(like, torch.Tensor):
+        like = like.device
+    types = backend_device_types(group)
+    if like is not None and like.type in types:
+        return like
+    if current_link(group).is_fake or is_non_member(group):
+        return torch.device("cpu")
+    if "cpu" in types:
+        return torch.device("cpu")
+    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cuda")
+
+
+def _call_site() -> str:
+    frame = sys._getframe(1)
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _COMM_DIR:
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>"
+    return f"{os.path.relpath(frame.f_code.co_filename)}:{frame.f_lineno} in {frame.f_code.co_name}"
+
+
+def check_comm_device(tensor: torch.Tensor, group: Any, fn: str) -> None:
+    """Raise :class:`DeviceMismatchError` naming the call site when ``tensor``'s device type is one the
+    group's backend cannot move (e.g. a host tensor on an nccl group). A dict lookup per call.
+
+    Example:
+        >>> check_comm_device(torch.ones(1), None, "allreduce")   # the fake link takes any device
+    """
+    if group is not None and isinstance(group, SingleProcessGroup):
+        return
+    types = backend_device_types(group)
+    if tensor.device.type not in types:
+        backend = dist.get_backend_config(group)
+        raise DeviceMismatchError(
+            f"{fn} at {_call_site()}: tensor on {tensor.device}, but the process group's backend "
+            f"{backend!r} moves only {sorted(types)} tensors; create it on ding_dist.comm_device() "
+            "(or move it there) before the collective"
+        )
+
+
+def clear_cache() -> None:
+    """Forget the device types of groups (called when the process group is destroyed)."""
+    _types_cache.clear()
