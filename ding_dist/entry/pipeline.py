@@ -66,6 +66,7 @@ from ding_dist.config import compile_config, read_config, save_config
 from ding_dist.data.replay import ReplayBuffer
 from ding_dist.envs import env_default_config, env_seeds, make_vec_env
 from ding_dist.policy import Policy, get_policy_cls
+from ding_dist.policy.base import check_sync_config
 from ding_dist.utils import (
     CheckpointError,
     CheckpointManager,
@@ -142,7 +143,9 @@ def load_config(config: ConfigArg, *, seed: int | None = None, overrides: Sequen
         raise ValueError("create_config.policy.type is missing; set it to one of the registered policies")
     policy_cls = get_policy_cls(policy_type)
     defaults = {"env": env_default_config(), "policy": policy_cls.default_config()}
-    return compile_config(main, create, defaults=defaults, seed=seed, overrides=overrides)
+    cfg = compile_config(main, create, defaults=defaults, seed=seed, overrides=overrides)
+    check_sync_config(cfg.policy.sync)
+    return cfg
 
 
 def holds_run(folder: str | os.PathLike) -> bool:

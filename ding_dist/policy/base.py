@@ -50,9 +50,9 @@ from easydict import EasyDict
 from torch import nn
 
 from ding_dist.comm import resolve_device
-from ding_dist.sync import distribute
+from ding_dist.sync import QAdamOptimizer, distribute, get_algorithm
 
-__all__ = ["Policy", "mlp", "obs_dim", "action_info", "soft_update", "hard_update"]
+__all__ = ["Policy", "check_sync_config", "mlp", "obs_dim", "action_info", "soft_update", "hard_update"]
 
 
 class Policy(abc.ABC):
@@ -85,12 +85,15 @@ class Policy(abc.ABC):
         - ``collect.n_sample``: env steps collected per iteration, summed over ranks (the pipeline's
           ``to_ddp_config`` divides it by the world size).
         - ``learn.batch_size``: global batch; divided by the world size the same way.
+        - ``sync.algorithm`` / ``sync.options``: how the ranks synchronize every trained network (any name
+          of :func:`ding_dist.available_algorithms`, e.g. ``bytegrad`` or ``local_sgd``, and its options).
         - ``eval.eval_freq``: evaluate every this many global env steps (0: only at the end).
         - ``other.log_freq``: write metrics every this many global env steps.
         - ``other.checkpoint.freq`` (global env steps, 0: only at the end), ``other.checkpoint.keep_last``.
         """
         return EasyDict(
             device="auto",
+            sync=dict(algorithm="gradient_allreduce", options={}),
             model={},
             learn=dict(batch_size=64, learning_rate=1e-3),
             collect=dict(n_sample=64),
@@ -114,14 +117,33 @@ class Policy(abc.ABC):
         self.sync_group: Any = None
 
     # --- distributed training -------------------------------------------------------------------
-    @staticmethod
-    def distribute(model: nn.Module, optimizer: torch.optim.Optimizer, **options: Any):
-        """Wrap a trained ``(model, optimizer)`` pair with the sync engine.
+    def make_optimizer(self, params: Any, lr: float, **adam_kwargs: Any) -> torch.optim.Optimizer:
+        """Adam over ``params``, or Bagua's :class:`~ding_dist.sync.QAdamOptimizer` when ``policy.sync``
+        names ``qadam`` (its ``warmup_steps`` option goes to the optimizer).
 
-        After ``loss.backward()`` through the returned model, every gradient is averaged across ranks.
-        Returns ``(wrapped_model, optimizer)``; keep using the raw ``model`` for no-grad work.
+        Example::
+
+            self.optimizer = self.make_optimizer(self.model.parameters(), lr=1e-3)
         """
-        return distribute(model, optimizer, **options)
+        sync = self.cfg.get("sync") or {}
+        if get_algorithm(sync.get("algorithm", "gradient_allreduce")).name == "qadam":
+            options = sync.get("options") or {}
+            return QAdamOptimizer(params, lr=lr, warmup_steps=options.get("warmup_steps", 100), **adam_kwargs)
+        return torch.optim.Adam(params, lr=lr, **adam_kwargs)
+
+    def distribute(self, model: nn.Module, optimizer: torch.optim.Optimizer, **options: Any):
+        """Wrap a trained ``(model, optimizer)`` pair with the sync engine, as ``policy.sync`` says.
+
+        ``policy.sync.algorithm`` (default ``gradient_allreduce``) and ``policy.sync.options`` choose the
+        synchronization; ``options`` given here win. After ``loss.backward()`` through the returned model
+        the algorithm has synchronized the step. Returns ``(wrapped_model, optimizer)``; keep using the
+        raw ``model`` for no-grad work.
+        """
+        sync = self.cfg.get("sync") or {}
+        merged = {k: v for k, v in (sync.get("options") or {}).items() if k != "warmup_steps"}
+        merged.update(options)
+        algorithm = sync.get("algorithm", "gradient_allreduce")
+        return distribute(model, optimizer, algorithm=algorithm, group=self.sync_group, **merged)
 
     # --- acting ---------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -162,6 +184,38 @@ class Policy(abc.ABC):
     def as_tensor(self, x: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """``x`` as a tensor on the policy's device."""
         return torch.as_tensor(x, dtype=dtype, device=self.device)
+
+
+def check_sync_config(sync: Mapping[str, Any]) -> None:
+    """Raise ``ConfigError`` naming ``policy.sync.algorithm`` or the option that the algorithm does not take.
+
+    Example::
+
+        check_sync_config({"algorithm": "bytegrad", "options": {"error_feedback": True}})
+    """
+    import difflib
+
+    from ding_dist.config import ConfigError
+    from ding_dist.sync import available_algorithms
+
+    name = sync.get("algorithm", "gradient_allreduce")
+    try:
+        algo = get_algorithm(name)
+    except (ValueError, TypeError):
+        close = difflib.get_close_matches(str(name), available_algorithms(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(
+            f"config key 'policy.sync.algorithm' must be one of {available_algorithms()}, got {name!r}{hint}"
+        ) from None
+    valid = set(algo.options) | ({"warmup_steps"} if algo.name == "qadam" else set())
+    for key in sync.get("options") or {}:
+        if key not in valid:
+            close = difflib.get_close_matches(key, sorted(valid), n=1)
+            hint = f" (did you mean 'policy.sync.options.{close[0]}'?)" if close else ""
+            raise ConfigError(
+                f"unknown config key 'policy.sync.options.{key}' for algorithm {algo.name!r}; "
+                f"valid options: {', '.join(sorted(valid)) or 'none'}{hint}"
+            )
 
 
 def obs_dim(space: gym.Space) -> int:

@@ -144,7 +144,7 @@ class DQNPolicy(Policy):
         m = self.cfg.model
         self.model = QNetwork(obs_dim(obs_space), n_actions, m.hidden_sizes, m.dueling, m.activation)
         self.model.to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.cfg.learn.learning_rate)
+        self.optimizer = self.make_optimizer(self.model.parameters(), lr=self.cfg.learn.learning_rate)
         self.train_model, self.optimizer = self.distribute(self.model, self.optimizer)
         # Copied after distribute, which gives every rank rank 0's initial parameters.
         self.target_model = copy.deepcopy(self.model).requires_grad_(False)

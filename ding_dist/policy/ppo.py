@@ -153,7 +153,7 @@ class PPOPolicy(Policy):
         self.model = ActorCritic(
             obs_dim(obs_space), action_size, self.discrete, m.hidden_sizes, m.activation, m.log_std_init
         ).to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.cfg.learn.learning_rate, eps=1e-5)
+        self.optimizer = self.make_optimizer(self.model.parameters(), lr=self.cfg.learn.learning_rate, eps=1e-5)
         self.train_model, self.optimizer = self.distribute(self.model, self.optimizer)
         if not self.discrete:
             self._low, self._high = action_space.low, action_space.high

@@ -237,9 +237,9 @@ class SACPolicy(Policy):
         ).to(self.device)
         self.critic = TwinQCritic(n_obs, self.action_size, m.critic_hidden_sizes, m.activation).to(self.device)
         self.log_alpha = LogAlpha(lc.alpha).to(self.device)
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=lc.learning_rate_policy)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=lc.learning_rate_q)
-        self.alpha_optimizer = torch.optim.Adam(self.log_alpha.parameters(), lr=lc.learning_rate_alpha)
+        self.actor_optimizer = self.make_optimizer(self.actor.parameters(), lr=lc.learning_rate_policy)
+        self.critic_optimizer = self.make_optimizer(self.critic.parameters(), lr=lc.learning_rate_q)
+        self.alpha_optimizer = self.make_optimizer(self.log_alpha.parameters(), lr=lc.learning_rate_alpha)
         # Every trained module goes through the sync engine (log_alpha too, even when alpha is fixed,
         # so all ranks start from rank 0's value and the checkpoint layout does not depend on auto_alpha).
         self.train_actor, self.actor_optimizer = self.distribute(self.actor, self.actor_optimizer)
