@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -11,15 +12,16 @@ from pathlib import Path
 import pytest
 import torch
 
+from ding_dist.config import read_config
 from ding_dist.entry.cli import main
+from ding_dist.utils import load_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 DQN_CONFIG = REPO / "configs" / "cartpole_dqn_config.py"
 ENTRY = REPO / "entry" / "cartpole_dqn_main.py"
 # Small and fast: learning starts at once, few updates per collect.
-FAST = ["policy.learn.learning_starts=0", "policy.learn.update_per_collect=4", "env.n_evaluator_episode=2"]
-
-pytestmark = pytest.mark.skipif(not DQN_CONFIG.is_file(), reason="configs/cartpole_dqn_config.py not there yet")
+UPDATES = 4
+FAST = ["policy.learn.learning_starts=0", f"policy.learn.update_per_collect={UPDATES}", "env.n_evaluator_episode=2"]
 
 
 @pytest.fixture(autouse=True)
@@ -45,20 +47,80 @@ def _result(exp: Path) -> dict:
     return json.loads((exp / "result.json").read_text())
 
 
+def _expected(max_env_steps: int, nproc: int = 1) -> tuple[int, int]:
+    """(global env steps, train iterations) of a DQN_CONFIG run with FAST stopped by ``max_env_steps``.
+
+    Each rank collects ceil(n_sample / nproc) steps rounded up to whole vector steps of its envs; the loop
+    runs whole iterations until the global count reaches ``max_env_steps``; with learning from the start,
+    the updates are exactly update_per_collect per ceil(n_sample / nproc) * nproc env steps, rounded down
+    over the run (ding_dist/entry/pipeline.py).
+    """
+    cfg, _ = read_config(DQN_CONFIG)
+    envs, per_rank = cfg.env.collector_env_num, math.ceil(cfg.policy.collect.n_sample / nproc)
+    per_iter = math.ceil(per_rank / envs) * envs * nproc
+    env_steps = math.ceil(max_env_steps / per_iter) * per_iter
+    return env_steps, UPDATES * env_steps // (per_rank * nproc)
+
+
+def _leaves(obj, path: str = ""):
+    """(path, value) of every tensor and number in a nested state dict, in a stable order."""
+    if isinstance(obj, dict):
+        for key in sorted(obj, key=str):
+            yield from _leaves(obj[key], f"{path}.{key}")
+    elif isinstance(obj, (list, tuple)):
+        for i, item in enumerate(obj):
+            yield from _leaves(item, f"{path}[{i}]")
+    else:
+        yield path, obj
+
+
+def _assert_same_state(a: dict, b: dict) -> None:
+    left, right = list(_leaves(a)), list(_leaves(b))
+    assert [p for p, _ in left] == [p for p, _ in right]
+    for (path, x), (_, y) in zip(left, right):
+        if isinstance(x, torch.Tensor):
+            assert torch.equal(x, y), path
+        else:
+            assert x == y, path
+
+
+# A config that trains DQN_CONFIG and has every rank save its policy's final state (model, target
+# network, optimizer, train_iter) as state_rank<r>.pt: the CLI executes the config file in each rank.
+STATE_PROBE = """
+import os
+import torch
+from ding_dist.config import read_config
+from ding_dist.entry import pipeline
+
+main_config, create_config = read_config({config!r})
+if not hasattr(pipeline._Run.run, "saves_state_to"):  # the file is read more than once per process
+    _run = pipeline._Run.run
+
+    def _run_then_save_state(self):
+        result = _run(self)
+        torch.save(self.policy.state_dict(), os.path.join({out!r}, f"state_rank{{self.rank}}.pt"))
+        return result
+
+    _run_then_save_state.saves_state_to = {out!r}
+    pipeline._Run.run = _run_then_save_state
+"""
+
+
 def test_train_one_process_then_resume_eval_plot(tmp_path, capsys):
     exp = tmp_path / "one"
     code = main(["train", str(DQN_CONFIG), "--max-env-steps", "256", "--exp-dir", str(exp), "--seed", "3",
                  "--set", *FAST])  # fmt: skip
     assert code == 0
     res = _result(exp)
-    assert res["world_size"] == 1 and res["env_steps"] >= 256
+    steps, train_iters = _expected(256)
+    assert res["world_size"] == 1 and res["env_steps"] == steps and res["train_iters"] == train_iters
     assert (exp / "config.py").is_file() and (exp / "tb" / "metrics.jsonl").is_file()
     assert list((exp / "ckpt").glob("ckpt_*.pt"))
     assert f"result: {exp / 'result.json'}" in capsys.readouterr().out
 
     assert main(["train", str(DQN_CONFIG), "--resume", str(exp), "--max-env-steps", "512", "--set", *FAST]) == 0
     resumed = _result(exp)
-    assert resumed["env_steps"] >= 512 and resumed["train_iters"] > res["train_iters"]
+    assert (resumed["env_steps"], resumed["train_iters"]) == _expected(512)
 
     assert main(["eval", str(DQN_CONFIG), "--ckpt", str(exp), "--episodes", "2", "--seed", "1"]) == 0
     out = capsys.readouterr().out
@@ -77,14 +139,26 @@ def test_unknown_config_key_from_set_is_a_clean_error(tmp_path, capsys):
 
 
 def test_train_two_processes_with_nproc(tmp_path):
-    exp = tmp_path / "two"
-    out = _cli("train", str(DQN_CONFIG), "--nproc", "2", "--max-env-steps", "256", "--exp-dir", str(exp),
+    exp, states = tmp_path / "two", tmp_path / "states"
+    states.mkdir()
+    config = tmp_path / "state_probe_config.py"
+    config.write_text(STATE_PROBE.format(config=str(DQN_CONFIG), out=str(states)))
+    # 200 is not a multiple of the 256 global steps per iteration: the run ends at the next whole iteration.
+    out = _cli("train", str(config), "--nproc", "2", "--max-env-steps", "200", "--exp-dir", str(exp),
                "--set", *FAST, cwd=tmp_path)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     res = _result(exp)
-    assert res["world_size"] == 2 and res["env_steps"] >= 256
+    steps, train_iters = _expected(200, nproc=2)
+    assert res["world_size"] == 2 and res["env_steps"] == steps and res["train_iters"] == train_iters
     assert "world size 2" in out.stdout
     assert out.stdout.count("trained ") == 1  # only rank 0 prints
+
+    # The ranks end in sync: both hold the same final policy state, bit for bit, and rank 0 saved it.
+    assert sorted(p.name for p in states.iterdir()) == ["state_rank0.pt", "state_rank1.pt"]
+    rank0, rank1 = (torch.load(states / f"state_rank{r}.pt", weights_only=True) for r in (0, 1))
+    assert rank0["train_iter"] == train_iters
+    _assert_same_state(rank0, rank1)
+    _assert_same_state(rank0, load_checkpoint(exp / "ckpt" / f"ckpt_{steps:09d}.pt")["policy"])
 
 
 def test_bad_key_with_nproc_fails_before_launching(tmp_path, capsys):
@@ -133,11 +207,7 @@ def test_entry_script_under_torchrun_two_processes(tmp_path):
 
 @pytest.mark.parametrize("name", ["cartpole_dqn", "cartpole_ppo", "pendulum_sac", "acrobot_dqn"])
 def test_each_entry_script_loads_its_shipped_config(name, tmp_path, monkeypatch):
-    from ding_dist.config import read_config
-
     config = REPO / "configs" / f"{name}_config.py"
-    if not config.is_file():
-        pytest.skip(f"{config.name} not shipped yet")
     monkeypatch.chdir(tmp_path)  # any working folder
     script_main, script_create = read_config(REPO / "entry" / f"{name}_main.py")
     assert (script_main, script_create) == read_config(config)

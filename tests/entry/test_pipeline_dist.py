@@ -12,9 +12,10 @@ from ding_dist.worker import Collector
 from tests.entry.test_pipeline import tiny_dqn, tiny_ppo
 
 
-def _flat_params(exp_dir) -> np.ndarray:
-    state = load_checkpoint(sorted((exp_dir / "ckpt").glob("ckpt_*.pt"))[-1])["policy"]
-    return torch.cat([v.flatten().double() for v in state["model"].values()]).numpy()
+def _flat_params(exp_dir, step: int) -> np.ndarray:
+    """The model parameters of rank 0's checkpoint of ``step``, flattened like ``run_and_keep_params`` does."""
+    state = load_checkpoint(exp_dir / "ckpt" / f"ckpt_{step:09d}.pt")["policy"]
+    return torch.cat([v.flatten() for v in state["model"].values()]).numpy()
 
 
 def _train_on_rank(dqn_dir, ppo_dir):
@@ -33,14 +34,14 @@ def _train_on_rank(dqn_dir, ppo_dir):
 
     def run_and_keep_params(self):  # read the live parameters of this rank after training
         result = captured(self)
-        out.setdefault("dqn_params", []).append(
-            torch.cat([p.detach().flatten() for p in self.policy.model.parameters()]).numpy()
-        )
+        out["params"].append(torch.cat([p.detach().flatten() for p in self.policy.model.parameters()]).numpy())
         return result
 
     pipeline._Run.run = run_and_keep_params
+    out["params"] = []
     second = pipeline.train(tiny_dqn(), seed=0, resume=dqn_dir, max_env_steps=1024)
     ppo = pipeline.train(tiny_ppo(), seed=0, exp_dir=ppo_dir, max_env_steps=1024)
+    out["dqn_params"], out["ppo_params"] = out.pop("params")
     out.update(rank=get_rank(), first=first, second=second, ppo=ppo, local_episodes=episodes[0])
     return out
 
@@ -49,11 +50,15 @@ def test_two_rank_training_is_synchronized_and_counts_globally(run_ranks, tmp_pa
     dqn_dir, ppo_dir = tmp_path / "dqn", tmp_path / "ppo"
     r0, r1 = run_ranks(_train_on_rank, 2, dqn_dir, ppo_dir)
 
-    # Gradient sync: after training, every parameter is bitwise identical on both ranks.
-    for a, b in zip(r0["dqn_params"], r1["dqn_params"]):
-        assert np.array_equal(a, b)
-    assert not np.array_equal(r0["dqn_params"][0], r0["dqn_params"][1])  # DQN and PPO are different nets
-    np.testing.assert_array_equal(r0["dqn_params"][1], _flat_params(ppo_dir))  # rank 0's checkpoint
+    # Gradient sync: after training, every parameter is bitwise identical on both ranks, and equal to
+    # rank 0's final checkpoint.
+    for key, exp_dir in (("dqn_params", dqn_dir), ("ppo_params", ppo_dir)):
+        np.testing.assert_array_equal(r0[key], r1[key])
+        np.testing.assert_array_equal(r0[key], _flat_params(exp_dir, 1024))
+    # The resumed run trained the checkpoint it started from: same network, other values.
+    at_512 = _flat_params(dqn_dir, 512)
+    assert at_512.shape == r0["dqn_params"].shape
+    assert not np.array_equal(at_512, r0["dqn_params"])
 
     # Counters are global: 1024 env steps in total (512 per rank), and the same update schedule as
     # one process (iterations ending at 128, 192, ..., 1024 global steps, 4 updates each).

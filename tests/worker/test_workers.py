@@ -52,16 +52,45 @@ def test_collector_rollout_layout_and_final_obs():
     col.close()
 
 
+def _fixed_policy_returns(seed: int, episodes: int) -> list[float]:
+    """Returns of ``episodes`` CartPole episodes under action 1, one env reset with ``seed`` once (as autoreset)."""
+    env = gym.make("CartPole-v1")
+    env.reset(seed=seed)
+    returns = []
+    for _ in range(episodes):
+        total, done = 0.0, False
+        while not done:
+            _, reward, terminated, truncated, _ = env.step(1)
+            total, done = total + reward, terminated or truncated
+        returns.append(total)
+        env.reset()
+    env.close()
+    return returns
+
+
 def test_evaluator_runs_exactly_the_requested_episodes():
-    venv = make_vec_env({"id": "CartPole-v1"}, 3)
-    ev = Evaluator(venv, FixedPolicy(), n_episode=7, seeds=env_seeds(0, 0, "evaluator", 3), stop_value=5)
+    seeds = env_seeds(0, 0, "evaluator", 3)
+    ev, twin = (
+        Evaluator(make_vec_env({"id": "CartPole-v1"}, 3), FixedPolicy(), n_episode=7, seeds=seeds, stop_value=5)
+        for _ in range(2)
+    )
     result = ev.evaluate()
-    assert len(result["returns"]) == 7
-    assert result["mean_return"] == pytest.approx(np.mean(result["returns"]))
-    assert 5 < result["mean_return"] < 30
-    mean, stop = ev.evaluate_and_share()  # fake link: a no-op broadcast
-    assert stop is True and mean > 5
+    # 7 episodes over 3 envs: 3 on env 0, 2 on envs 1 and 2, each env from its seed. A CartPole return is
+    # the episode's length; the envs step together, so episodes come in the order they end (env order in a tie).
+    ends = []
+    for i, n in enumerate([3, 2, 2]):
+        returns = _fixed_policy_returns(seeds[i], n)
+        ends += [(end, i, r) for end, r in zip(np.cumsum(returns), returns)]
+    expected = [r for _, _, r in sorted(ends)]
+    assert result["returns"] == expected and result["lengths"] == [int(r) for r in expected]
+    assert result["mean_return"] == pytest.approx(np.mean(expected))
+    # fake link: evaluate_and_share is evaluate plus a no-op broadcast (the twin evaluates the same episodes)
+    assert twin.evaluate() == result
+    mean, stop = ev.evaluate_and_share()
+    second = twin.evaluate()["mean_return"]
+    assert mean == second and stop is (second >= 5)
     ev.close()
+    twin.close()
     with pytest.raises(RuntimeError, match="no env"):
         Evaluator(None, FixedPolicy(), 3).evaluate()
 
@@ -92,15 +121,21 @@ def test_reduce_log_sums_and_averages_across_ranks(run_ranks):
         reduce_log({"a": 1}, {"a": 2})
 
 
-def _evaluate_on_rank0_only():
+def _ppo_evaluator(with_env: bool) -> Evaluator:
     torch.manual_seed(0)
     cfg = PPOPolicy.default_config()
-    venv = make_vec_env({"id": "CartPole-v1"}, 2) if get_rank() == 0 else None
+    venv = make_vec_env({"id": "CartPole-v1"}, 2) if with_env else None
     policy = PPOPolicy(cfg, gym.spaces.Box(-5, 5, (4,)), gym.spaces.Discrete(2))
-    ev = Evaluator(venv, policy, n_episode=2, seeds=[1, 2], stop_value=0.0)
-    return ev.evaluate_and_share()
+    return Evaluator(venv, policy, n_episode=2, seeds=[1, 2], stop_value=20.0)
+
+
+def _evaluate_on_rank0_only():
+    return _ppo_evaluator(with_env=get_rank() == 0).evaluate_and_share()
 
 
 def test_evaluation_result_is_broadcast_from_rank0(run_ranks):
     (m0, s0), (m1, s1) = run_ranks(_evaluate_on_rank0_only, 2)
-    assert m0 == m1 and m0 > 0 and s0 is s1 is True
+    local = _ppo_evaluator(with_env=True)
+    expected = local.evaluate()["mean_return"]  # the same policy and seeds on this process
+    local.close()
+    assert m0 == m1 == expected and s0 is s1 is (expected >= 20.0)
