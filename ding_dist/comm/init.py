@@ -56,7 +56,9 @@ def _pick_backend(backend: str | None) -> str:
         if name not in _BACKENDS or device not in (None, "cpu", "cuda"):
             raise ValueError(f"backend must be {expected}")
         if name == "nccl" and not torch.cuda.is_available():
-            raise RuntimeError(f"backend {backend!r} needs CUDA GPUs for nccl and this machine has none; use backend='gloo'")
+            raise RuntimeError(
+                f"backend {backend!r} needs CUDA GPUs for nccl and this machine has none; use backend='gloo'"
+            )
     return backend
 
 

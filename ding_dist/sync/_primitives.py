@@ -69,6 +69,10 @@ class Link:
         self._count(tensor.numel() * tensor.element_size(), 1.0 if self.rank == src else 0.0)
         comm.broadcast(tensor, src=comm.get_global_rank(self.group, src), group=self.group)
 
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        """Return group rank ``src``'s picklable ``obj`` on every rank (blocking; not counted)."""
+        return comm.broadcast_object(obj, src=comm.get_global_rank(self.group, src), group=self.group)
+
     def allgather_object(self, obj: Any) -> list[Any]:
         """Gather one picklable object from every rank (blocking; not counted)."""
         return comm.allgather_object(obj, group=self.group)

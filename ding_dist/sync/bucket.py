@@ -6,6 +6,13 @@ when autograd accumulates in place) followed by one indicator slot per parameter
 produced a gradient for that parameter in the current backward pass, else 0). Summing the whole
 buffer across ranks therefore yields, in one collective, both the gradient sum and the number of
 ranks that contributed to each parameter.
+
+Nothing here reads a device value back to the host in the usual case: producer counts stay a
+tensor on the bucket's device and the average divides by them there (:func:`average_by_counts`),
+as torch DDP never waits for its collectives in backward. Only a *partial* pass (a parameter that
+requires a gradient produced none on this rank) needs the counts on the host, to tell "another
+rank produced it" from "nobody did, keep ``.grad`` as it was"; the engine reads those buckets'
+counts together, once (:func:`read_host`).
 """
 
 from __future__ import annotations
@@ -27,8 +34,8 @@ class Bucket:
     ``grads`` (``buffer[:numel]``), ``indicators`` (``buffer[numel:]``), ``offsets``/``sizes``
     (per-parameter slice of ``grads``), ``all_ready`` (every parameter produced a gradient on
     this rank in this pass). An algorithm that learns, in its own collective, how many ranks had a
-    NaN/inf in this bucket stores that number in ``nonfinite_ranks`` (``None``: not known, so the
-    engine checks the synchronized gradient itself).
+    NaN/inf in this bucket stores that number in ``nonfinite_ranks``, a 0-dim float32 tensor on
+    the bucket's device (``None``: not known, so the engine checks the synchronized gradient itself).
 
     Example:
         >>> p = torch.nn.Parameter(torch.zeros(3))
@@ -88,7 +95,7 @@ class Bucket:
         self.handle: Any = None
         self.stash: dict[int, torch.Tensor] = {}
         self.all_ready = False
-        self.nonfinite_ranks: int | None = None
+        self.nonfinite_ranks: torch.Tensor | None = None
 
     @property
     def nbytes(self) -> int:
@@ -140,10 +147,24 @@ class Bucket:
         self.indicators.copy_(torch.tensor(self.ready, dtype=self.buffer.dtype))
         self.all_ready = False
 
-    def finish(self, counts: Sequence[float], world_size: int) -> None:
-        """Point every gradient that some rank produced at the bucket; restore the others."""
-        if self.all_ready and min(counts) >= world_size:
+    @property
+    def partial(self) -> bool:
+        """True when a parameter that requires a gradient produced none on this rank in this pass."""
+        return self.n_ready < self.expected
+
+    def finish(self, counts: Sequence[float] | None = None) -> None:
+        """Point every gradient that some rank produced at the bucket; restore the others.
+
+        ``counts`` (host numbers) are only needed for a :attr:`partial` pass. Otherwise every
+        parameter that requires a gradient produced one here, and the others are frozen on every
+        rank (count 0 everywhere), so nothing has to be read back.
+        """
+        if self.all_ready:
             return
+        if counts is None:
+            if self.partial:
+                raise RuntimeError(f"bucket {self.index}: a partial pass needs the producer counts on the host")
+            counts = [1.0 if ok else 0.0 for ok in self.ready]
         for i, c in enumerate(counts):
             if c > 0:
                 self.adopt_view(i)
@@ -157,38 +178,101 @@ class Bucket:
         if p.grad is None or p.grad.data_ptr() != view.data_ptr():
             p.grad = view
 
-    def element_param_index(self, start: int, stop: int) -> torch.Tensor:
-        """Index of the owning parameter of each gradient element in ``[start, stop)``.
+    def segments(self, start: int, stop: int) -> tuple[list[int], list[int]]:
+        """The parameters covering gradient elements ``[start, stop)`` and how many elements each covers.
 
-        Elements past ``numel`` (padding) get index ``P`` (one past the last parameter).
+        Elements past ``numel`` (padding) belong to index ``P`` (one past the last parameter).
+
+        Example:
+            >>> b = Bucket(0, [torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(2))])
+            >>> b.segments(2, 8)
+            ([0, 1, 2], [1, 2, 3])
         """
-        bounds = torch.tensor(self.offsets[1:] + [self.numel], dtype=torch.long)
-        pos = torch.arange(start, stop, dtype=torch.long)
-        return torch.bucketize(pos, bounds, right=True).to(self.buffer.device)
+        ids, lengths = [], []
+        for i, (o, n) in enumerate(zip(self.offsets + [self.numel], self.sizes + [stop])):
+            lo, hi = max(start, o), min(stop, o + n)
+            if hi > lo:
+                ids.append(i)
+                lengths.append(hi - lo)
+        return ids, lengths
 
 
-def average_by_counts(bucket: Bucket, counts: Sequence[float], scaled_by: int) -> None:
+def _scale_dtype(t: torch.Tensor) -> torch.dtype:
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+def average_by_counts(bucket: Bucket, counts: torch.Tensor | Sequence[float], scaled_by: int) -> None:
     """Turn a summed (and pre-scaled by ``1/scaled_by``) gradient into the producers' average.
 
-    Slices whose count equals ``scaled_by`` are already right; slices with ``0 < count`` are
-    multiplied by ``scaled_by / count``; slices with count 0 stay as they are (all zeros).
+    Each parameter's slice is multiplied by ``scaled_by / count`` (exactly 1 where every rank
+    produced it; a slice with count 0 is all zeros and stays so). ``counts`` as a device tensor:
+    computed on the device, nothing is read back; as host numbers: only slices that need it.
     """
+    if isinstance(counts, torch.Tensor):
+        exact = torch.float32 if counts.device.type == "mps" else torch.float64  # scaled_by / c rounded once
+        scale = (scaled_by / counts.to(exact).clamp(min=1)).to(_scale_dtype(bucket.grads))
+        torch._foreach_mul_(bucket.views, list(scale.unbind()))
+        return
     for i, c in enumerate(counts):
         if 0 < c != scaled_by:
             o, n = bucket.offsets[i], bucket.sizes[i]
             bucket.grads[o : o + n].mul_(scaled_by / c)
 
 
+def exact_integer_limit(dtype: torch.dtype) -> int:
+    """The largest ``n`` such that every integer ``0..n`` is exact in floating ``dtype`` (``2 / eps``).
+
+    Example:
+        >>> exact_integer_limit(torch.bfloat16), exact_integer_limit(torch.float16)
+        (256, 2048)
+    """
+    return int(2 / torch.finfo(dtype).eps)
+
+
+_host_reads = 0
+
+
+def host_reads() -> int:
+    """How many device-to-host reads :func:`read_host` made so far in this process (for tests, profiling)."""
+    return _host_reads
+
+
+def read_host(tensors: Sequence[torch.Tensor]) -> list[list[float]]:
+    """The values of ``tensors`` (as float32) as Python lists, with one device-to-host read per device.
+
+    The sync package reads tensors in bulk only through here, so :func:`host_reads` counts them.
+
+    Example:
+        >>> read_host([torch.tensor(1.0), torch.tensor([2.0, 3.0])])
+        [[1.0], [2.0, 3.0]]
+    """
+    global _host_reads
+    by_device: dict[torch.device, list[int]] = {}
+    for i, t in enumerate(tensors):
+        by_device.setdefault(t.device, []).append(i)
+    out: list[list[float]] = [[] for _ in tensors]
+    for indices in by_device.values():
+        parts = [tensors[i].reshape(-1).float() for i in indices]
+        flat = torch.cat(parts).tolist()
+        _host_reads += 1
+        offset = 0
+        for i, part in zip(indices, parts):
+            out[i] = flat[offset : offset + part.numel()]
+            offset += part.numel()
+    return out
+
+
 def counts_of(indicator_sums: torch.Tensor) -> list[float]:
     """Round summed indicator slots to exact integer counts (robust to low-precision transport)."""
-    return [float(round(c)) for c in indicator_sums.tolist()]
+    return [float(round(c)) for c in read_host([indicator_sums])[0]]
 
 
 class Pending:
     """Handle returned by an algorithm hook: ``wait()`` finishes the bucket.
 
     ``wait()`` blocks on ``works`` and then calls ``then()``, which returns either the
-    per-parameter counts (number of ranks that produced each gradient: the bucket is final) or
+    per-parameter counts (number of ranks that produced each gradient, a float32 tensor on the
+    bucket's device that nothing reads back: the bucket is final) or
     another :class:`Pending` for a further communication stage. The engine waits on all buckets
     stage by stage in bucket order, so every rank issues its collectives in the same order.
 
@@ -220,8 +304,8 @@ class Pending:
         return Pending(self.works, then)
 
 
-def wait_all(handles: Sequence[Any]) -> list[list[float]]:
-    """Drive several handles to completion stage by stage, in order; return their counts."""
+def wait_all(handles: Sequence[Any]) -> list[torch.Tensor]:
+    """Drive several handles to completion stage by stage, in order; return their counts (device tensors)."""
     results: list[Any] = list(handles)
     while any(isinstance(r, Pending) for r in results):
         results = [r.wait() if isinstance(r, Pending) else r for r in results]

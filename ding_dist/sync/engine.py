@@ -5,7 +5,10 @@ module) and the optimizer. Each parameter gets a post-accumulate-grad hook; when
 gradient of a bucket is ready the bucket's collective starts at once (buckets are launched
 strictly in index order, so every rank issues the same collectives in the same order), and a
 callback queued on the autograd engine waits for all buckets at the end of ``backward()``. When
-``loss.backward()`` returns, every ``param.grad`` holds the synchronized gradient.
+``loss.backward()`` returns, every ``param.grad`` holds the synchronized gradient. Nothing is read
+back to the host in backward (counts and the non-finite verdict stay device tensors; see
+``bucket`` and ``nonfinite``), and rank 0's optimizer state is broadcast at wrap time
+(``optimizer_state``).
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from torch import nn
 from ding_dist.comm import get_rank as comm_rank
 from ding_dist.sync._primitives import Link
 from ding_dist.sync.algorithms import Algorithm, DistributedAlgorithm, get_algorithm
-from ding_dist.sync.bucket import Bucket, build_buckets, check_bucket_size, wait_all
-from ding_dist.sync.nonfinite import NonfiniteGuard, check_nonfinite_options, nonfinite_params, sums_are_finite
+from ding_dist.sync.bucket import Bucket, build_buckets, check_bucket_size, read_host, wait_all
+from ding_dist.sync.nonfinite import NonfiniteGuard, check_nonfinite_options, nonfinite_flag, nonfinite_params
+from ding_dist.sync.optimizer_state import broadcast_optimizer_state, optimizer_signature
 
 __all__ = ["DistributedModel", "SyncEngine", "distribute", "allreduce_parameters", "broadcast_parameters"]
 
@@ -102,10 +106,25 @@ def allreduce_parameters(module: nn.Module, link: Link | None = None) -> None:
         _broadcast_coalesced(others, link)
 
 
-def check_same_model(module: nn.Module, link: Link) -> None:
-    """Raise ``ValueError`` on every rank if parameter names, shapes or dtypes differ across ranks."""
+def check_same_model(module: nn.Module, link: Link, optimizers: Sequence[Any] = ()) -> None:
+    """Raise ``ValueError`` on every rank if parameter names, shapes or dtypes, or the optimizers'
+    types and param-group sizes, differ across ranks (one ``allgather_object``)."""
     signature = [(name, tuple(p.shape), str(p.dtype)) for name, p in module.named_parameters()]
-    everyone = link.allgather_object(signature)
+    everyone = link.allgather_object((signature, optimizer_signature(list(optimizers))))
+    _check_same_params([sig for sig, _ in everyone])
+    _check_same_optimizers([opts for _, opts in everyone])
+
+
+def _check_same_optimizers(everyone: list[Any]) -> None:
+    for rank, sig in enumerate(everyone[1:], start=1):
+        if sig != everyone[0]:
+            raise ValueError(
+                f"optimizers differ across ranks: rank 0 has {everyone[0]}, rank {rank} has {sig} "
+                "(type and param-group sizes of each optimizer passed to distribute)"
+            )
+
+
+def _check_same_params(everyone: list[Any]) -> None:
     reference = everyone[0]
     for rank, sig in enumerate(everyone[1:], start=1):
         if sig == reference:
@@ -150,8 +169,9 @@ class SyncEngine:
         self.broadcast_buffers = bool(broadcast_buffers)
         self.link = Link(group)
         self.algorithm, self.state = self._make_algorithm(algorithm, options or {})
-        check_same_model(module, self.link)
+        check_same_model(module, self.link, optimizers)
         broadcast_parameters(module, broadcast_buffers, self.link)
+        broadcast_optimizer_state(optimizers, self.link)
         self.buckets: list[Bucket] = build_buckets(_unique_params(module), bucket_size_mb)
         self._buffers = list(module.buffers()) if broadcast_buffers else []
         self._armed = False
@@ -267,37 +287,39 @@ class SyncEngine:
                 self._next += 1
             launched = [b for b in self.buckets if b.launched]
             results = wait_all([b.handle for b in launched])
-            world = self.link.world_size
-            for b, counts in zip(launched, results):
-                b.finish(counts, world)
+            partial = [c for b, c in zip(launched, results) if b.partial]
+            host = iter(read_host(partial)) if partial else iter(())  # the only read-back, partial passes only
+            for b in launched:
+                b.finish(next(host) if b.partial else None)
                 b.handle = None
             if self._buffers:
                 _broadcast_coalesced(self._buffers, self.link)
             if self.guard is not None and launched:
-                self._check_finite(launched, results)
+                self._check_finite(launched)
         finally:
             self._armed = False
 
-    def _check_finite(self, launched: list[Bucket], results: list[list[float]]) -> None:
-        """Skip the step on every rank when the synchronized gradient holds a NaN/inf (see ``nonfinite``).
+    def _check_finite(self, launched: list[Bucket]) -> None:
+        """Hand the guard this pass's verdict as device flags, one per bucket (see ``nonfinite``).
 
         Buckets whose algorithm counted the ranks with a NaN/inf in its own collective
-        (``nonfinite_ranks``) cost nothing here; the others get one sum each.
+        (``nonfinite_ranks``) cost nothing here; the others get one sum each. The guard reads the
+        flags once, before the optimizer step, and only then calls back to name the parameters.
         """
-        flagged = [b for b in launched if b.nonfinite_ranks]
-        unknown = [b for b in launched if b.nonfinite_ranks is None]
-        if not flagged and (not unknown or sums_are_finite([b.grads for b in unknown])):
-            self.guard.after_backward(())
-            return
-        counts = {id(b): c for b, c in zip(launched, results)}
-        suspects = flagged + unknown
-        bad = nonfinite_params(suspects, [counts[id(b)] for b in suspects], self.guard.names)
-        if flagged and not bad:  # cannot happen with a SUM (NaN/inf propagate); stay consistent anyway
-            bad = [f"<a parameter of bucket {b.index}>" for b in flagged]
-        if bad and self.algorithm.on_skip is not None:
-            self.algorithm.on_skip(self.state)
-        ranks = max((b.nonfinite_ranks for b in flagged), default=None)
-        self.guard.after_backward(bad, ranks, self.link.world_size)
+        flags = [b.nonfinite_ranks if b.nonfinite_ranks is not None else nonfinite_flag(b.grads) for b in launched]
+        on_skip, state, names = self.algorithm.on_skip, self.state, self.guard.names
+
+        def judge(values: list[float]) -> tuple[list[str], int | None]:
+            flagged = [b for b, v in zip(launched, values) if v > 0]
+            suspects = flagged + [b for b, v in zip(launched, values) if v < 0]
+            bad = nonfinite_params(suspects, names)
+            if flagged and not bad:  # cannot happen with a SUM (NaN/inf propagate); stay consistent anyway
+                bad = [f"<a parameter of bucket {b.index}>" for b in flagged]
+            if bad and on_skip is not None:
+                on_skip(state)
+            return bad, (int(max(values)) if flagged else None)
+
+        self.guard.defer(flags, judge, self.link.world_size)
 
     def reset(self) -> None:
         """Forget a backward pass that died half-way (e.g. an exception inside backward)."""
@@ -502,18 +524,22 @@ def distribute(
 ) -> tuple[DistributedModel, Any]:
     """Wrap ``model`` so its gradients are averaged across the ranks of ``group`` (default: world).
 
-    Rank 0's parameters (and buffers if ``broadcast_buffers``) are broadcast first, after
-    checking that every rank has the same parameter names, shapes and dtypes. After each
-    ``loss.backward()`` every ``param.grad`` holds the average over the ranks that produced it.
-    ``delay_reduce=True`` sends everything at the end of backward instead of overlapping.
-    ``options`` go to the algorithm (e.g. ``error_feedback=True`` for ``bytegrad``). On a world of
-    one no gradient hook is installed. ``optimizer`` (one, a list, or ``None``) is returned unchanged.
+    Rank 0's parameters (and buffers if ``broadcast_buffers``) and the optimizer state of
+    ``optimizer`` (one, a list, or ``None``; tensors, scalars and param-group hyper-parameters) are
+    broadcast first, after checking that every rank has the same parameter names, shapes and
+    dtypes and the same optimizer types and group sizes. After each ``loss.backward()`` every
+    ``param.grad`` holds the average over the ranks that produced it; backward never waits for
+    the collectives on the host. ``delay_reduce=True`` sends everything at the end of backward
+    instead of overlapping. ``options`` go to the algorithm (e.g. ``error_feedback=True`` for
+    ``bytegrad``). On a world of one no gradient hook is installed. Returns the optimizer passed in.
 
     ``skip_nonfinite=True``: when the synchronized gradient holds a NaN/inf (on any rank), every rank
-    drops it (``.grad = None``) so the next ``optimizer.step()`` changes nothing, counts the skip in
-    ``model.nonfinite_skips`` and, after ``max_nonfinite_skips`` skips in a row (0 or ``None``: never),
-    raises :class:`~ding_dist.sync.nonfinite.NonFiniteGradientError` on every rank. On a world of one
-    the check runs in ``optimizer.step()`` of the optimizer(s) passed here.
+    drops it (``.grad = None``) in a pre-hook of ``optimizer.step()`` (the one host read of the step),
+    so the step changes nothing, counts the skip in ``model.nonfinite_skips`` and, after
+    ``max_nonfinite_skips`` skips in a row (0 or ``None``: never), raises
+    :class:`~ding_dist.sync.nonfinite.NonFiniteGradientError` on every rank. Without an optimizer each
+    backward pass is judged at its end. On a world of one the check runs in ``optimizer.step()`` of
+    the optimizer(s) passed here.
 
     Example:
         >>> net = nn.Linear(4, 2)

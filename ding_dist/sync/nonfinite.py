@@ -8,9 +8,15 @@ non-finite value non-finite), so the *synchronized* gradient, which is the same 
 non-finite exactly when some rank's local one was: the engine sums each such bucket once (the exact
 per-parameter check only runs when a sum is not finite). The verdict goes to a :class:`NonfiniteGuard`.
 
-On a non-finite pass the guard sets every parameter's ``.grad`` to ``None``, so the coming
-``optimizer.step()`` leaves parameters and optimizer state untouched (torch optimizers, ``FusedOptimizer``
-and ``QAdamOptimizer`` skip parameters without a gradient), counts the skip, logs a warning on rank 0,
+The verdict stays on the device until it is needed: backward leaves one flag tensor per bucket with
+the guard (:meth:`NonfiniteGuard.defer`) and reads nothing back, so the host never waits for the
+collectives in backward (as in torch DDP). The guard reads the flags of all backward passes of a step
+at once, in a pre-hook of ``optimizer.step()`` (one device-to-host read per step). Without an
+optimizer bound there is no step to wait for, and each backward pass is judged at its end.
+
+On a non-finite step the guard sets every parameter's ``.grad`` to ``None``, so ``optimizer.step()``
+leaves parameters and optimizer state untouched (torch optimizers, ``FusedOptimizer`` and
+``QAdamOptimizer`` skip parameters without a gradient), counts the skip, logs a warning on rank 0,
 and raises :class:`NonFiniteGradientError` on every rank when ``max_nonfinite_skips`` steps in a row
 were skipped. On a world of one (no engine) the same check runs in a pre-hook of ``optimizer.step()``.
 """
@@ -18,18 +24,20 @@ were skipped. On a world of one (no engine) the same check runs in a pre-hook of
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
+from ding_dist.sync.bucket import read_host
+
 __all__ = ["NonFiniteGradientError", "NonfiniteGuard", "check_nonfinite_options"]
 
 logger = logging.getLogger(__name__)
 
 _NAMES_SHOWN = 5
+_MAX_DEFERRED = 64  # backward passes without an optimizer step before the verdict is read anyway
 
 
 class NonFiniteGradientError(FloatingPointError):
@@ -67,24 +75,18 @@ def _float_sum(t: torch.Tensor) -> torch.Tensor:
     return t.sum(dtype=torch.float32)
 
 
-def sums_are_finite(tensors: Sequence[torch.Tensor]) -> bool:
-    """True when the float32 sum of all ``tensors`` is finite: one reduction each, one host read per device.
+def nonfinite_flag(t: torch.Tensor) -> torch.Tensor:
+    """0-dim float32 on ``t``'s device: 0 when the float32 sum of ``t`` is finite, -1 when not (nothing is read).
 
-    False means a NaN/inf is present or, very rarely, finite values of ~1e38 overflowed the sum; the
-    caller confirms with an exact check.
+    -1 means a NaN/inf is present or, very rarely, finite values of ~1e38 overflowed the sum; the
+    guard confirms with an exact check.
 
     Example:
-        >>> sums_are_finite([torch.ones(3), torch.tensor([float("nan")])])
-        False
+        >>> nonfinite_flag(torch.ones(3)), nonfinite_flag(torch.tensor([1.0, float("nan")]))
+        (tensor(0.), tensor(-1.))
     """
-    by_device: dict[torch.device, list[torch.Tensor]] = {}
-    for t in tensors:
-        by_device.setdefault(t.device, []).append(_float_sum(t))
-    for sums in by_device.values():
-        total = sums[0] if len(sums) == 1 else torch.stack(sums).sum()
-        if not math.isfinite(total.item()):
-            return False
-    return True
+    total = _float_sum(t)
+    return torch.where(torch.isfinite(total), 0.0, -1.0).to(torch.float32)
 
 
 _fused_check = getattr(torch, "_amp_foreach_non_finite_check_and_unscale_", None)
@@ -140,11 +142,12 @@ def _describe(names: Sequence[str]) -> str:
 class NonfiniteGuard:
     """Counters and skip logic for one distributed model (see the module docstring).
 
-    ``after_backward(bad)`` is the engine's entry point (``bad``: names of the parameters whose
-    synchronized gradient is non-finite, empty when all are finite); :meth:`bind_local` installs the
-    world-of-one check in ``optimizer.step()``. With optimizers bound, a skipped step stays skipped
-    until one of them steps, so a later backward pass of the same step (gradient accumulation) cannot
-    leave a partial gradient behind.
+    The engine hands each backward pass's device flags to :meth:`defer`; with optimizers bound
+    (:meth:`bind_engine`) they are read and judged in a pre-hook of ``optimizer.step()``, all passes
+    of the step together, so a step with a non-finite pass (gradient accumulation) is skipped whole.
+    ``after_backward(bad)`` acts on a verdict already on the host (``bad``: names of the parameters
+    whose synchronized gradient is non-finite, empty when all are finite); :meth:`bind_local`
+    installs the world-of-one check in ``optimizer.step()``.
 
     Example:
         >>> net = nn.Linear(2, 1)
@@ -166,6 +169,7 @@ class NonfiniteGuard:
         "sticky",
         "_handles",
         "_scratch",
+        "_deferred",
     )
 
     def __init__(self, module: nn.Module, max_skips: int | None, log: bool) -> None:
@@ -179,6 +183,7 @@ class NonfiniteGuard:
         self.sticky = False
         self._handles: list[Any] = []
         self._scratch: dict[torch.device, Any] = {}
+        self._deferred: list[tuple[list[torch.Tensor], Any, int]] = []
 
     # ---- decisions -----------------------------------------------------------------------------------
     def after_backward(self, bad: Sequence[str], ranks: int | None = None, world: int | None = None) -> None:
@@ -224,13 +229,44 @@ class NonfiniteGuard:
         for p in params:
             p.grad = None
 
+    def defer(self, flags: list[torch.Tensor], judge: Any, world: int) -> None:
+        """Keep one backward pass's verdict: ``flags`` (0-dim device tensors, one per bucket: ``k > 0``
+        ranks saw a NaN/inf, ``-1`` the sum is not finite, ``0`` finite) and ``judge(values) ->
+        (bad names, ranks)``, called with the flags' values only when one of them is not 0.
+
+        Judged before the next step of a bound optimizer, or now when none is bound.
+        """
+        self._deferred.append((flags, judge, world))
+        if not self.sticky or len(self._deferred) > _MAX_DEFERRED:
+            self.resolve()
+
+    def resolve(self) -> None:
+        """Read the deferred flags of all passes (one host read per device) and act on the verdict."""
+        if not self._deferred:
+            return
+        deferred, self._deferred = self._deferred, []
+        values = iter(read_host([f for flags, _, _ in deferred for f in flags]))
+        bad: dict[str, None] = {}
+        ranks: list[int] = []
+        for flags, judge, _ in deferred:
+            vals = [next(values)[0] for _ in flags]
+            if any(vals):
+                names, k = judge(vals)
+                bad.update(dict.fromkeys(names))
+                ranks += [] if k is None else [k]
+        self.after_backward(list(bad), max(ranks) if bad and ranks else None, deferred[-1][2])
+
     # ---- optimizer hooks -----------------------------------------------------------------------------
     def bind_engine(self, optimizers: Sequence[Any]) -> None:
-        """Engine mode: a step of any of ``optimizers`` ends a skipped step."""
+        """Engine mode: the verdict is read before a step of any of ``optimizers``; that step ends a skip."""
         self.remove_hooks()
         self.sticky = bool(optimizers)
         for opt in optimizers:
+            self._handles.append(opt.register_step_pre_hook(self._before_step))
             self._handles.append(opt.register_step_post_hook(self._step_done))
+
+    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.resolve()
 
     def _step_done(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self.pending = False
@@ -262,14 +298,18 @@ class NonfiniteGuard:
         self._handles = []
 
 
-def nonfinite_params(buckets: Sequence[Any], counts: Sequence[Sequence[float]], names: dict[Any, str]) -> list[str]:
-    """Names of the parameters some rank produced this pass whose synchronized gradient is non-finite.
+def nonfinite_params(buckets: Sequence[Any], names: dict[Any, str]) -> list[str]:
+    """Names of the parameters of ``buckets`` whose current gradient is non-finite (exact).
 
-    Only called when a bucket sum was not finite, so the per-parameter scan stays off the hot path.
+    Only called when a bucket's flag says non-finite, so this per-parameter scan (and its host
+    read) stays off the usual path.
     """
-    bad = []
-    for b, bucket_counts in zip(buckets, counts):
-        for p, view, c in zip(b.params, b.views, bucket_counts):
-            if c > 0 and not torch.isfinite(view).all():
-                bad.append(names.get(p, f"<bucket {b.index} parameter of shape {tuple(p.shape)}>"))
-    return bad
+    params = [(b, p) for b in buckets for p in b.params if p.grad is not None]
+    if not params:
+        return []
+    finite = read_host([torch.isfinite(p.grad).all() for _, p in params])  # one read per device
+    return [
+        names.get(p, f"<bucket {b.index} parameter of shape {tuple(p.shape)}>")
+        for (b, p), (ok,) in zip(params, finite)
+        if not ok
+    ]

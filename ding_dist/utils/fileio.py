@@ -2,7 +2,8 @@
 
 Every writer here goes through the same steps: write into a temporary file in the target's own folder
 (so the final rename stays on one filesystem), flush, ``fsync``, ``os.replace`` onto the final name,
-then ``fsync`` the folder so the rename itself survives a power cut.
+then ``fsync`` the folder so the rename itself survives a power cut. Files get the permissions a plain
+``open()`` would give them (``0666`` minus the umask), not ``mkstemp``'s private ``0600``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,20 @@ def temp_name_prefix(path: str | os.PathLike) -> str:
         True
     """
     return f".{Path(path).name}.{os.getpid()}."
+
+
+def _umask() -> int:
+    """The process's umask: from /proc on Linux (no change to process state), else set and put back."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -65,6 +80,9 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None 
     fd, tmp_name = tempfile.mkstemp(prefix=temp_name_prefix(final), suffix=".tmp", dir=final.parent)
     tmp = Path(tmp_name)
     try:
+        # mkstemp creates 0600; the final file gets what open() would give it (0666 minus the umask), so
+        # teammates on a shared filesystem can read runs as they read TensorBoard's files.
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode, encoding=encoding) as f:
             yield f
             f.flush()

@@ -358,11 +358,15 @@ def options_and_groups():
     rank, world = comm.get_rank(), comm.get_world_size()
     ddp_model, _ = DDPOption(backend="gloo").convert2distributed_model(mlp(seed=rank), world, rank)
     default_backend = get_default_distributed_option().backend
+    net = mlp(seed=rank)
     model, opt = AlgorithmOption("bytegrad", bucket_size_mb=0.001).convert(
-        mlp(seed=rank), torch.optim.SGD(mlp(seed=rank).parameters(), lr=0.1)
+        net, torch.optim.SGD(net.parameters(), lr=0.1)
     )
+    start = flat(model.parameters())  # rank 0's, broadcast by the wrap
     x = torch.randn(4, 6, generator=torch.Generator().manual_seed(rank))
     model(x).sum().backward()
+    grads = flat_grads(model.parameters())
+    opt.step()  # the optimizer returned by convert steps the wrapped model's parameters
     alone, _ = distribute(mlp(seed=rank), None, group=comm.get_group(1))
     alone(x).sum().backward()
     return {
@@ -370,7 +374,9 @@ def options_and_groups():
         "ddp_params": flat(ddp_model.module.parameters()),
         "backend": default_backend,
         "algorithm": model.algorithm,
-        "grads": flat_grads(model.parameters()),
+        "grads": grads,
+        "start": start,
+        "stepped": flat(model.parameters()),
         "alone_params": flat(alone.parameters()),
         "alone_stats": alone.comm_stats(),
     }

@@ -112,7 +112,7 @@ def train(algorithm="gradient_allreduce", opt_name="sgd", inject=None, steps=5, 
                 "consecutive": model.consecutive_nonfinite_skips,
                 "finite": bool(torch.isfinite(_flat(net)).all()),
                 # ranks that saw a NaN/inf, as counted inside gradient_allreduce's own collective
-                "flag_ranks": max((b.nonfinite_ranks or 0 for b in model.buckets), default=0),
+                "flag_ranks": max((int(b.nonfinite_ranks or 0) for b in model.buckets), default=0),
             }
         )
     return {"record": record, "params": _flat(net), "error": error}
@@ -328,7 +328,7 @@ def test_allreduce_flag_leaves_counts_and_scaling_exact(value):
     bucket.prepare_launch()
     state = get_algorithm("gradient_allreduce").make_state(Link())
     counts = allreduce_hook(state, bucket).wait()  # the fake link: a world of one
-    assert counts == [1.0, 1.0] and bucket.nonfinite_ranks == (0 if value is None else 1)
+    assert counts.tolist() == [1.0, 1.0] and bucket.nonfinite_ranks.item() == (0 if value is None else 1)
     torch.testing.assert_close(bucket.grads, expected, equal_nan=True, rtol=0, atol=0)
 
 

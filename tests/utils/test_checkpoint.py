@@ -184,3 +184,20 @@ def test_sigkill_during_saves_leaves_complete_checkpoints(tmp_path):
     # A later save by a live process removes temp files of dead writers.
     CheckpointManager(tmp_path, keep_last=2).save({"step": step + 1}, step + 1)
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_atomic_files_respect_the_umask(tmp_path):
+    import os
+    import stat
+
+    from ding_dist.utils.fileio import atomic_write_text
+
+    old = os.umask(0o027)
+    try:
+        group_readable = atomic_write_text(tmp_path / "a.txt", "x")
+        os.umask(0o022)
+        world_readable = atomic_write_text(tmp_path / "b.txt", "x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(group_readable.stat().st_mode) == 0o640
+    assert stat.S_IMODE(world_readable.stat().st_mode) == 0o644

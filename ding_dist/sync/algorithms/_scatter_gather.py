@@ -28,6 +28,7 @@ class RawCodec:
     """Sends the values' own bytes (no compression)."""
 
     __slots__ = ()
+    exact_zeros = True  # a zero is decoded as exactly zero
 
     def nbytes(self, n: int, dtype: torch.dtype) -> int:
         return n * torch.empty(0, dtype=dtype).element_size()
@@ -43,6 +44,7 @@ class HalfCodec:
     """Sends values cast to a 16-bit float (float16 values are clamped to its finite range)."""
 
     __slots__ = ("dtype", "limit")
+    exact_zeros = True
 
     def __init__(self, dtype: torch.dtype) -> None:
         if dtype not in (torch.float16, torch.bfloat16):
@@ -73,6 +75,7 @@ class MinMaxUInt8Codec:
 
     __slots__ = ()
     header = 8
+    exact_zeros = False  # a zero in a row of other values decodes to the nearest level
 
     def nbytes(self, n: int, dtype: torch.dtype) -> int:
         return self.header + n
@@ -98,7 +101,7 @@ Codec = RawCodec | HalfCodec | MinMaxUInt8Codec
 class _Scratch:
     """Buffers of one piece of one bucket, reused every step."""
 
-    __slots__ = ("start", "stop", "chunk", "x", "msg", "received", "reduced_msg", "gathered", "elem_index", "ind_bytes")
+    __slots__ = ("start", "stop", "chunk", "x", "msg", "received", "reduced_msg", "gathered", "segments", "ind_bytes")
 
     def __init__(self, start: int, stop: int, world: int, n_params: int, codec: Codec, like: torch.Tensor) -> None:
         self.start, self.stop = start, stop
@@ -110,7 +113,7 @@ class _Scratch:
         self.received = torch.empty_like(self.msg)
         self.reduced_msg = torch.empty(1, row_bytes, dtype=torch.uint8, device=like.device)
         self.gathered = torch.empty(world, row_bytes, dtype=torch.uint8, device=like.device)
-        self.elem_index: torch.Tensor | None = None
+        self.segments: list[tuple[int, int, int]] | None = None  # (parameter, start, stop) within this rank's chunk
 
 
 class ScatterGatherState:
@@ -152,6 +155,21 @@ def _pieces(state: ScatterGatherState, bucket: Bucket) -> list[_Scratch]:
     return pieces
 
 
+def _chunk_segments(bucket: Bucket, sc: _Scratch, rank: int) -> list[tuple[int, int, int]]:
+    """``(parameter, start, stop)`` runs of this rank's chunk of a piece; past the piece: index ``P``."""
+    lo = sc.start + rank * sc.chunk
+    inside = min(lo + sc.chunk, sc.stop)
+    ids, lengths = bucket.segments(lo, inside) if inside > lo else ([], [])
+    if inside - lo < sc.chunk:
+        ids.append(len(bucket.params))
+        lengths.append(sc.chunk - max(0, inside - lo))
+    runs, a = [], 0
+    for i, n in zip(ids, lengths):
+        runs.append((i, a, a + n))
+        a += n
+    return runs
+
+
 def scatter_gather(state: ScatterGatherState, bucket: Bucket, values: torch.Tensor | None = None) -> Pending:
     """Start averaging ``values`` (default ``bucket.grads``) into ``bucket.grads`` over producers."""
     link, codec = state.link, state.codec
@@ -175,29 +193,32 @@ def scatter_gather(state: ScatterGatherState, bucket: Bucket, values: torch.Tens
         if state.error_feedback:
             state.residuals[(bucket.index, k)] = x - codec.decode(payload, dtype).reshape(-1)
         works.append(link.all_to_all(sc.received.view(-1), sc.msg.view(-1)))
-    counts: list[float] = []
+    # A rank that did not produce a parameter sent zeros for it; where those arrive as exact zeros the
+    # plain sum is the producers' sum, otherwise (8-bit rows, error feedback, momenta) they are masked out.
+    masked = not codec.exact_zeros or state.error_feedback or values is not None
 
     def reduce_pieces() -> Pending:
         ind = pieces[0].received[:, :p].to(torch.float32)  # every piece carries the same indicators
-        counts.extend(float(round(c)) for c in ind.sum(dim=0).tolist())
-        everyone = min(counts) >= world
+        counts = ind.sum(dim=0)  # stays on the device: nothing is read back
+        ind = torch.cat([ind, torch.zeros_like(ind[:, :1])], dim=1)  # column p: the padding
+        divisors = ind.sum(dim=0).clamp_(min=1)
         works2 = []
         for sc in pieces:
             parts = codec.decode(sc.received[:, sc.ind_bytes :], dtype)
-            if everyone:
-                reduced = parts.sum(dim=0, dtype=torch.float32).div_(world)
+            if sc.segments is None:
+                sc.segments = _chunk_segments(bucket, sc, rank)
+            if masked:
+                reduced = torch.empty(sc.chunk, dtype=torch.float32, device=parts.device)
+                for i, a, b in sc.segments:
+                    torch.sum(parts[:, a:b] * ind[:, i : i + 1], dim=0, dtype=torch.float32, out=reduced[a:b])
             else:
-                if sc.elem_index is None:
-                    lo = sc.start + rank * sc.chunk
-                    idx = bucket.element_param_index(lo, lo + sc.chunk)
-                    idx[torch.arange(lo, lo + sc.chunk, device=idx.device) >= sc.stop] = p  # padding
-                    sc.elem_index = idx
-                mask = torch.cat([ind, torch.zeros_like(ind[:, :1])], dim=1)[:, sc.elem_index]
-                reduced = (parts * mask).sum(dim=0, dtype=torch.float32) / mask.sum(dim=0).clamp(min=1)
+                reduced = parts.sum(dim=0, dtype=torch.float32)
+            for i, a, b in sc.segments:
+                reduced[a:b].div_(divisors[i])  # exactly / W where every rank produced the parameter
             codec.encode_into(reduced.view(1, sc.chunk), sc.reduced_msg)
             works2.append(link.allgather(sc.gathered.view(-1), sc.reduced_msg.view(-1)))
 
-        def unpack() -> list[float]:
+        def unpack() -> torch.Tensor:
             for sc in pieces:
                 decoded = codec.decode(sc.gathered, dtype).reshape(-1)
                 bucket.grads[sc.start : sc.stop].copy_(decoded[: sc.stop - sc.start])

@@ -9,7 +9,8 @@ fused multiply-and-check kernel behind ``torch.amp.GradScaler`` (the same produc
 which also tells whether this rank's gradient holds a NaN/inf. A rank that saw one adds ``W + 1``
 to every indicator slot, so after the SUM each slot is ``count + k * (W + 1)`` with ``count <= W``:
 every rank reads both the producer count and ``k``, the number of ranks that saw a non-finite value
-(``bucket.nonfinite_ranks``), from the one collective.
+(``bucket.nonfinite_ranks``), from the one collective. Both stay on the device: the average divides by
+the counts there and nothing is read back in backward.
 
 Register: ``model, opt = ding_dist.distribute(model, opt, algorithm='gradient_allreduce')``
 """
@@ -20,7 +21,7 @@ import torch
 
 from ding_dist.sync._primitives import Link
 from ding_dist.sync.algorithms import Algorithm
-from ding_dist.sync.bucket import Bucket, Pending, average_by_counts, counts_of
+from ding_dist.sync.bucket import Bucket, Pending, average_by_counts, exact_integer_limit
 
 _fused_scale_and_check = getattr(torch, "_amp_foreach_non_finite_check_and_unscale_", None)
 
@@ -40,9 +41,15 @@ def make_state(link: Link) -> AllreduceState:
     return AllreduceState(link)
 
 
+# The flagged slots hold ``count + k * (W + 1) <= W * (W + 2)``; float32 holds such integers exactly
+# up to 2**24, so the flag is used up to W = 4094 (beyond, the engine checks the synchronized gradient).
+_FLAG_EXACT = 2**24
+
+
 def _prescale_and_flag(state: AllreduceState, bucket: Bucket, world: int) -> bool:
     """``grads *= 1/W``; for float32 also flag a local NaN/inf in the indicator slots. True if flagged."""
-    if _fused_scale_and_check is None or bucket.buffer.dtype != torch.float32:
+    flaggable = bucket.buffer.dtype == torch.float32 and world * (world + 2) <= _FLAG_EXACT
+    if _fused_scale_and_check is None or not flaggable:
         bucket.grads.mul_(1.0 / world)
         return False
     pair = state.scratch.get(bucket.index)
@@ -63,20 +70,22 @@ def allreduce_hook(state: AllreduceState, bucket: Bucket) -> Pending:
     """Average ``bucket.grads`` over the producing ranks with one SUM allreduce of the buffer."""
     world = state.link.world_size
     flagged = _prescale_and_flag(state, bucket, world)
-    work = state.link.allreduce(bucket.buffer)
+    works = [state.link.allreduce(bucket.buffer)]
+    apart = None
+    if world > exact_integer_limit(bucket.buffer.dtype):  # e.g. a bfloat16 model on > 256 ranks
+        apart = bucket.indicators.float()  # the counts travel in float32 beside the 16-bit slots
+        works.append(state.link.allreduce(apart))
 
-    def then() -> list[float]:
+    def then() -> torch.Tensor:
+        counts = (bucket.indicators if apart is None else apart).float().round()  # exact integers
         if flagged:
-            raw = bucket.indicators.tolist()
-            k = int(round(raw[0])) // (world + 1)  # every slot carries the same k * (W + 1)
+            k = counts[0].div(world + 1, rounding_mode="floor")  # every slot carries the same k * (W + 1)
             bucket.nonfinite_ranks = k
-            counts = [float(round(c) - k * (world + 1)) for c in raw]
-        else:
-            counts = counts_of(bucket.indicators)
+            counts = counts - k * (world + 1)
         average_by_counts(bucket, counts, world)
         return counts
 
-    return Pending([work], then)
+    return Pending(works, then)
 
 
 ALGORITHMS = (Algorithm("gradient_allreduce", make_state=make_state, hook=allreduce_hook, aliases=("ddp",)),)

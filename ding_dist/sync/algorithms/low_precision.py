@@ -6,8 +6,11 @@ the default: one collective, the best use of a slow link under gloo), then cast 
 ``method='scatter_gather'`` the 16-bit chunks are scattered with an all-to-all, averaged in
 float32 on their owner rank and all-gathered (more accurate for many ranks, and it avoids gloo's
 slow CPU float16 summation on a fast link). Float16 values are clamped to its finite range first
-(an inf is sent as NaN, so a non-finite gradient stays non-finite); indicator counts stay exact
-(small integers are exact in both formats).
+(an inf is sent as NaN, so a non-finite gradient stays non-finite). Producer counts stay exact for
+any world size, though 16-bit floats hold integers exactly only up to 256 (bfloat16) or 2048
+(float16): each block of that many ranks sums its indicators into a slot of its own
+(:func:`encode_indicators`), one slot per parameter up to 256/2048 ranks; the scatter-gather
+method sends one indicator byte per rank and sums them in float32.
 
 Register: ``model, opt = ding_dist.distribute(model, opt, algorithm='bf16')``
 """
@@ -19,7 +22,7 @@ import torch
 from ding_dist.sync._primitives import Link
 from ding_dist.sync.algorithms import Algorithm
 from ding_dist.sync.algorithms._scatter_gather import HalfCodec, ScatterGatherState, scatter_gather
-from ding_dist.sync.bucket import Bucket, Pending, average_by_counts, counts_of
+from ding_dist.sync.bucket import Bucket, Pending, average_by_counts, exact_integer_limit
 
 _METHODS = ("allreduce", "scatter_gather")
 
@@ -49,25 +52,56 @@ def make_bf16_state(link: Link, method: str = "allreduce", piece_mb: float = 1.0
     return LowPrecisionState(link, torch.bfloat16, method, piece_mb)
 
 
+def count_slots(world: int, dtype: torch.dtype) -> int:
+    """Indicator slots per parameter on a 16-bit wire: one per block of ranks whose sum stays exact.
+
+    Example:
+        >>> count_slots(256, torch.bfloat16), count_slots(257, torch.bfloat16), count_slots(257, torch.float16)
+        (1, 2, 1)
+    """
+    return -(-world // exact_integer_limit(dtype))
+
+
+def encode_indicators(indicators: torch.Tensor, rank: int, world: int, out: torch.Tensor) -> None:
+    """Write this rank's 0/1 ``indicators`` (``P`` values) into ``out`` (``count_slots * P`` wire values).
+
+    Rank ``r`` writes into block ``r // exact_integer_limit(dtype)`` and zeros elsewhere, so each
+    block sums at most that many ones: every partial sum of the allreduce, hence the count, is exact
+    in the wire's dtype for any world size.
+    """
+    per_block = exact_integer_limit(out.dtype)
+    blocks = out.view(count_slots(world, out.dtype), indicators.numel())
+    blocks.zero_()
+    blocks[rank // per_block].copy_(indicators)
+
+
+def decode_counts(summed: torch.Tensor, n_params: int) -> torch.Tensor:
+    """Producer counts (float32, on the wire's device) from the summed slots of :func:`encode_indicators`."""
+    return summed.view(-1, n_params).float().sum(dim=0)
+
+
 def low_precision_hook(state: LowPrecisionState, bucket: Bucket) -> Pending:
     """Average ``bucket.grads`` with 16-bit values on the wire."""
     if state.sg is not None:
         return scatter_gather(state.sg, bucket)
-    world = state.link.world_size
+    link = state.link
+    world, n, p = link.world_size, bucket.numel, len(bucket.params)
     wire = state.wire.get(bucket.index)
     if wire is None:
-        wire = state.wire[bucket.index] = torch.empty_like(bucket.buffer, dtype=state.dtype)
+        slots = count_slots(world, state.dtype) * p
+        wire = state.wire[bucket.index] = torch.empty(n + slots, dtype=state.dtype, device=bucket.buffer.device)
     bucket.grads.mul_(1.0 / world)
     if state.dtype == torch.float16:
         limit = torch.finfo(torch.float16).max / world  # a sum of W such values cannot overflow
         nan = float("nan")  # an inf must stay non-finite (the engine skips such steps), not be clamped
         bucket.grads.nan_to_num_(nan=nan, posinf=nan, neginf=nan).clamp_(-limit, limit)
-    wire.copy_(bucket.buffer)
-    work = state.link.allreduce(wire)
+    wire[:n].copy_(bucket.grads)
+    encode_indicators(bucket.indicators, link.rank, world, wire[n:])
+    work = link.allreduce(wire)
 
-    def then() -> list[float]:
-        bucket.buffer.copy_(wire)
-        counts = counts_of(bucket.indicators)
+    def then() -> torch.Tensor:
+        bucket.grads.copy_(wire[:n])
+        counts = decode_counts(wire[n:], p)
         average_by_counts(bucket, counts, world)
         return counts
 

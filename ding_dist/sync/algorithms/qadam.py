@@ -6,7 +6,10 @@ moment is frozen, so only the momentum matters: each rank forms its local moment
 ``m_local = beta1 * m + (1 - beta1) * g`` and the ranks average it with ByteGrad's 8-bit
 scatter-gather. The hook hands the optimizer the gradient that reproduces that averaged momentum,
 ``(m_avg - beta1 * m) / (1 - beta1)``, so the optimizer's own update lands on ``m_avg``: every
-rank takes the identical step and the optimizer works unchanged on a world of one.
+rank takes the identical step and the optimizer works unchanged on a world of one. Weight decay
+(L2 by default, as Bagua's and torch's Adam) is added by the optimizer to that gradient, so after
+warm-up the momentum becomes ``m_avg + (1 - beta1) * weight_decay * p`` on every rank. Which step's
+gradient enters which moment at the warm-up boundary: see :class:`QAdamOptimizer`.
 
 Register::
 
@@ -27,9 +30,30 @@ from ding_dist.sync.algorithms._scatter_gather import MinMaxUInt8Codec, ScatterG
 from ding_dist.sync.algorithms.gradient_allreduce import AllreduceState, allreduce_hook
 from ding_dist.sync.bucket import Bucket, Pending
 
+_WEIGHT_DECAY_MODES = ("l2", "decoupled")
+
 
 class QAdamOptimizer(torch.optim.Optimizer):
-    """Adam (decoupled weight decay) whose second moment is frozen after ``warmup_steps`` steps.
+    """Adam whose second moment is frozen after ``warmup_steps`` steps (Bagua's ``QAdamOptimizer``).
+
+    Weight decay: ``weight_decay_mode='l2'`` (default, Bagua's and ``torch.optim.Adam``'s) adds
+    ``weight_decay * p`` to the gradient before it enters the moments; ``'decoupled'`` shrinks
+    the parameter by ``lr * weight_decay`` instead (``torch.optim.AdamW``'s).
+
+    Warm-up boundary, with ``N = warmup_steps`` and ``t`` the optimizer step (1, 2, ...):
+
+    - steps ``t <= N`` are ``torch.optim.Adam`` (or ``AdamW``) bit for bit: the step's gradient
+      (averaged in full precision by ``qadam``) enters both moments, bias corrections
+      ``1 - beta1**t`` and ``1 - beta2**t``;
+    - steps ``t > N``: the step's gradient enters only the momentum (under ``qadam``, through the
+      8-bit average of the ranks' local momenta); the variance keeps its step-``N`` value and is
+      corrected by the constant ``1 - beta2**N`` (the correction of the updates it received), the
+      momentum still by ``1 - beta1**t``.
+
+    Bagua differs at the boundary: it updates the moments for ``t < N`` only (step ``N``'s
+    gradient is averaged but enters neither moment), keeps correcting the frozen variance with
+    ``1 - beta2**t``, and after warm-up forms the momentum from the raw gradient, so its weight
+    decay stops acting.
 
     Example:
         >>> net = torch.nn.Linear(2, 1)
@@ -48,6 +72,8 @@ class QAdamOptimizer(torch.optim.Optimizer):
         eps: float = 1e-8,
         weight_decay: float = 0.0,
         warmup_steps: int = 100,
+        *,
+        weight_decay_mode: str = "l2",
     ) -> None:
         if not lr > 0:
             raise ValueError(f"lr must be > 0, got {lr!r}")
@@ -55,9 +81,20 @@ class QAdamOptimizer(torch.optim.Optimizer):
             raise ValueError(f"betas must be in [0, 1), got {betas!r}")
         if not eps > 0:
             raise ValueError(f"eps must be > 0, got {eps!r}")
+        if not weight_decay >= 0:
+            raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}")
+        if weight_decay_mode not in _WEIGHT_DECAY_MODES:
+            raise ValueError(f"weight_decay_mode must be one of {_WEIGHT_DECAY_MODES}, got {weight_decay_mode!r}")
         if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 1:
             raise ValueError(f"warmup_steps must be an int >= 1, got {warmup_steps!r}")
-        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
+        defaults = {
+            "lr": lr,
+            "betas": tuple(betas),
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "weight_decay_mode": weight_decay_mode,
+        }
+        super().__init__(params, defaults)
         self.warmup_steps = warmup_steps
         self.steps_done = 0
 
@@ -65,6 +102,19 @@ class QAdamOptimizer(torch.optim.Optimizer):
     def frozen(self) -> bool:
         """True when the coming step uses the frozen variance (warm-up is over)."""
         return self.steps_done >= self.warmup_steps
+
+    def state_dict(self) -> dict[str, Any]:
+        """torch's state dict plus ``steps_done`` and ``warmup_steps`` (so a resumed run keeps its phase)."""
+        sd = super().state_dict()
+        sd["steps_done"] = self.steps_done
+        sd["warmup_steps"] = self.warmup_steps
+        return sd
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a state dict of :meth:`state_dict` (one without the two counters keeps the current ones)."""
+        super().load_state_dict(state_dict)
+        self.steps_done = int(state_dict.get("steps_done", self.steps_done))
+        self.warmup_steps = int(state_dict.get("warmup_steps", self.warmup_steps))
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
@@ -76,6 +126,7 @@ class QAdamOptimizer(torch.optim.Optimizer):
         stepped = False
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
+            lr, wd = group["lr"], group["weight_decay"]
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -87,16 +138,19 @@ class QAdamOptimizer(torch.optim.Optimizer):
                     state["exp_avg"] = torch.zeros_like(p)
                     state["exp_avg_sq"] = torch.zeros_like(p)
                 state["step"] += 1
-                if group["weight_decay"]:
-                    p.mul_(1 - group["lr"] * group["weight_decay"])
-                state["exp_avg"].mul_(beta1).add_(p.grad, alpha=1 - beta1)
+                grad = p.grad
+                if wd and group.get("weight_decay_mode", "l2") == "decoupled":
+                    p.mul_(1 - lr * wd)
+                elif wd:
+                    grad = grad.add(p, alpha=wd)
+                state["exp_avg"].lerp_(grad, 1 - beta1)
                 if not frozen:
-                    state["exp_avg_sq"].mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                    state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
                     state["variance_steps"] += 1
                 bias1 = 1 - beta1 ** state["step"]
-                bias2 = 1 - beta2 ** max(1, state["variance_steps"])
-                denom = (state["exp_avg_sq"] / bias2).sqrt_().add_(group["eps"])
-                p.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / bias1)
+                bias2_sqrt = (1 - beta2 ** max(1, state["variance_steps"])) ** 0.5
+                denom = (state["exp_avg_sq"].sqrt() / bias2_sqrt).add_(group["eps"])
+                p.addcdiv_(state["exp_avg"], denom, value=-(lr / bias1))
         if stepped:  # a step without any gradient (e.g. skipped as non-finite) does not count
             self.steps_done += 1
         return loss
