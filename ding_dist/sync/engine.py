@@ -206,12 +206,30 @@ class SyncEngine:
 
             for opt in self.optimizers:
                 self._step_handles.append(opt.register_step_post_hook(after_step))
+        if self.algorithm.pre_step_hook is not None:
+            pre_step_hook, pre_state = self.algorithm.pre_step_hook, self.state
+
+            def before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+                pre_step_hook(pre_state, self.buckets)
+
+            for opt in self.optimizers:
+                self._step_handles.append(opt.register_step_pre_hook(before_step))
+
+    def _close_algorithm(self) -> None:
+        if self.algorithm.close is not None:
+            self.algorithm.close(self.state)
+
+    def on_forward(self) -> None:
+        """A training forward starts: the algorithm's ``forward_hook`` (weight-averaging algorithms)."""
+        if self.algorithm.forward_hook is not None:
+            self.algorithm.forward_hook(self.state, self.buckets)
 
     def switch_to(self, algorithm: AlgorithmLike, options: dict[str, Any]) -> None:
         """Average parameters across ranks and continue with ``algorithm``."""
         if self._armed:
             raise RuntimeError("switch_to() called during a backward pass; call it between steps")
         algo, state = self._make_algorithm(algorithm, options)
+        self._close_algorithm()  # e.g. stop an asynchronous averaging thread before the final average
         allreduce_parameters(self.module, self.link)
         self.algorithm, self.state = algo, state
         self._bind_optimizers()
@@ -235,7 +253,8 @@ class SyncEngine:
         return on_grad_ready
 
     def remove_hooks(self) -> None:
-        """Detach the engine from the module's parameters and optimizers."""
+        """Detach the engine from the module's parameters and optimizers (and stop the algorithm)."""
+        self._close_algorithm()
         for h in self._hook_handles + self._step_handles:
             h.remove()
         self._hook_handles, self._step_handles = [], []
@@ -251,6 +270,9 @@ class SyncEngine:
 
     def _mark_ready(self, bucket: Bucket, i: int) -> None:
         if self.algorithm.hook is None:  # the algorithm leaves gradients local (e.g. weight averaging)
+            if self.algorithm.backward_end_hook is not None and not self._armed:
+                self._armed = True
+                torch.autograd.Variable._execution_engine.queue_callback(self._end_local_backward)
             return
         if not self._armed:
             self._arm()
@@ -279,6 +301,12 @@ class SyncEngine:
         bucket.prepare_launch()
         bucket.handle = self.algorithm.hook(self.state, bucket)
         bucket.launched = True
+
+    def _end_local_backward(self) -> None:
+        try:
+            self.algorithm.backward_end_hook(self.state, self.buckets)
+        finally:
+            self._armed = False
 
     def _finalize(self) -> None:
         try:
@@ -360,6 +388,8 @@ class DistributedModel(nn.Module):
         if engine is not None and engine._armed:  # the previous backward died before its end callback
             logger.warning("ding_dist.sync: the previous backward pass did not finish; its sync state is reset")
             engine.reset()
+        if engine is not None and torch.is_grad_enabled():
+            engine.on_forward()
         return self.module(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -481,6 +511,30 @@ class DistributedModel(nn.Module):
         else:
             self._engine.switch_to(algorithm, options)
             self._algorithm = self._engine.algorithm
+        return self
+
+    @property
+    def averages_weights(self) -> bool:
+        """True when the algorithm averages weights now and then, so ranks' weights may differ in between."""
+        return self._algorithm.averages_weights
+
+    def abort(self) -> DistributedModel:
+        """Pause background communication (asynchronous averaging), e.g. around evaluation; a no-op for
+        the other algorithms. Every rank calls it.
+
+        Example:
+            >>> model, _ = distribute(nn.Linear(4, 2), None)
+            >>> model.abort().resume().algorithm
+            'gradient_allreduce'
+        """
+        if self._engine is not None and self._algorithm.abort is not None:
+            self._algorithm.abort(self._engine.state)
+        return self
+
+    def resume(self) -> DistributedModel:
+        """Restart what :meth:`abort` paused (a no-op for the other algorithms)."""
+        if self._engine is not None and self._algorithm.resume is not None:
+            self._algorithm.resume(self._engine.state)
         return self
 
     def close(self) -> nn.Module:

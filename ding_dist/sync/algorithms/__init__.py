@@ -13,6 +13,17 @@ package (found automatically: adding an algorithm means adding a file). Its part
   local.
 - ``step_hook(state, buckets)``: optional, called after every ``optimizer.step()``; algorithms
   that average weights instead of gradients (decentralized, asynchronous) live here.
+- ``forward_hook(state, buckets)``: optional, called when a training forward starts (grad enabled),
+  e.g. to send the pre-update weights so the transfer overlaps forward and backward.
+- ``backward_end_hook(state, buckets)``: optional, called once at the end of each backward pass, for
+  algorithms without a gradient ``hook`` (the engine queues it on the autograd engine).
+- ``pre_step_hook(state, buckets)``: optional, called before every ``optimizer.step()`` (e.g. to put
+  the mixed weights in place, so the step applies the gradient to them).
+- ``close(state)``: optional, called when the model stops synchronizing (``close()``, ``switch_to``)
+  to stop threads and pending transfers; ``abort(state)`` / ``resume(state)`` pause and restart
+  background communication (``model.abort()`` / ``model.resume()``).
+- ``averages_weights``: True when ranks' weights may differ between averagings (the pipeline then
+  evaluates and saves rank 0's model and logs the drift between ranks).
 - ``check_optimizers(state, optimizers)``: optional validation/binding of the optimizer(s).
 - ``on_skip(state)``: optional, called on every rank when the engine drops a step whose synchronized
   gradient is non-finite, so the algorithm can forget what that step left behind (bytegrad's
@@ -57,6 +68,13 @@ class Algorithm:
     step_hook: Callable[[Any, list[Any]], None] | None = None
     check_optimizers: Callable[[Any, list[Any]], None] | None = None
     on_skip: Callable[[Any], None] | None = None
+    forward_hook: Callable[[Any, list[Any]], None] | None = None
+    backward_end_hook: Callable[[Any, list[Any]], None] | None = None
+    pre_step_hook: Callable[[Any, list[Any]], None] | None = None
+    close: Callable[[Any], None] | None = None
+    abort: Callable[[Any], None] | None = None
+    resume: Callable[[Any], None] | None = None
+    averages_weights: bool = False
     options: tuple[str, ...] = field(default_factory=tuple)
     aliases: tuple[str, ...] = field(default_factory=tuple)
 
