@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 
 _BACKENDS = ("gloo", "nccl", "mpi")
 RETRIES_ENV = "DING_DIST_INIT_RETRIES"
+BACKEND_ENV = "DING_DIST_BACKEND"  # the backend when dist_init is not given one (e.g. under ding-dist train)
 _settings: LaunchSettings = FAKE_SETTINGS  # what the running process group was started with
 _finalizers: list[Callable[[], None]] = []  # caches tied to the group (e.g. subgroups), cleared on finalize
 
@@ -62,6 +63,22 @@ def _pick_backend(backend: str | None) -> str:
     return backend
 
 
+def _auto_backend(settings: LaunchSettings) -> str:
+    """nccl when every rank of the node can have a GPU of its own, else gloo (NCCL refuses two ranks on one GPU)."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus and settings.local_size > gpus:
+        if settings.rank == 0:
+            logger.warning(
+                "ding_dist: %d ranks per node but %d visible GPU(s): NCCL needs one GPU per rank, so the backend "
+                "is gloo (set %s=nccl to insist, or policy.device=cuda to keep the networks on the GPU over gloo)",
+                settings.local_size,
+                gpus,
+                BACKEND_ENV,
+            )
+        return "gloo"
+    return "nccl" if gpus else "gloo"
+
+
 def _uses_nccl(backend: str) -> bool:
     return any(name == "nccl" for _, name in _backend_parts(backend))
 
@@ -87,7 +104,9 @@ def dist_init(
     Rank and world size come from the arguments, else torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK,
     MASTER_ADDR, MASTER_PORT, ...), else SLURM's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the node
     list), else no process group is made and every helper runs on the fake link (a world of one).
-    ``backend=None`` picks nccl with CUDA, else gloo; on CUDA the device is set from the local rank.
+    ``backend=None`` takes ``$DING_DIST_BACKEND`` if set, else nccl when each rank of the node can have a GPU
+    of its own, else gloo (with a warning when GPUs exist but are fewer than the ranks per node); with nccl
+    the CUDA device is set to :func:`~ding_dist.comm.devices.rank_cuda_index`.
     ``timeout`` (seconds) defaults to ``$DING_DIST_TIMEOUT`` or 30 minutes. Calling it again while a group
     runs is a no-op returning the running ``(rank, world_size)``; asking for different settings is an error.
     A tcp:// rendezvous that fails fast (e.g. a port still held by a previous run) is retried with backoff
@@ -114,7 +133,7 @@ def dist_init(
             _pick_backend(backend)  # still reject a bad name
         logger.info("ding_dist: rank 0 of 1, fake link (no launcher settings found: a single process)")
         return 0, 1
-    backend = _pick_backend(backend)
+    backend = _pick_backend(backend or os.environ.get(BACKEND_ENV) or _auto_backend(settings))
     device = "cpu"
     if _uses_nccl(backend):
         index = rank_cuda_index(settings.local_rank)

@@ -15,6 +15,7 @@ from .algorithms import (
 )
 from .algorithms.qadam import QAdamOptimizer
 from .bucket import Bucket, Pending
+from .drift import weight_drift
 from .engine import DistributedModel, allreduce_parameters, broadcast_parameters, distribute
 from .functional import sync_gradients
 from .nonfinite import NonFiniteGradientError
@@ -46,4 +47,5 @@ __all__ = [
     "get_default_distributed_option",
     "register_algorithm",
     "sync_gradients",
+    "weight_drift",
 ]

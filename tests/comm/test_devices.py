@@ -137,3 +137,14 @@ def _outside_a_subgroup():
 
 def test_collective_on_a_group_this_rank_is_not_in_is_a_no_op(run_ranks):
     assert run_ranks(_outside_a_subgroup, 2) == [(0, 1, 1.0, 3.0), (-1, -1, 2.0, None)]
+
+
+def test_ding_dist_backend_chooses_the_backend_when_none_is_given(monkeypatch):
+    monkeypatch.setenv("DING_DIST_BACKEND", "cpu:gloo")
+    dd.dist_init(rank=0, world_size=1, port=dd.free_port())
+    try:
+        assert dd.backend_device_types() == frozenset({"cpu"})
+        with pytest.raises(dd.DeviceMismatchError, match="moves only \\['cpu'\\] tensors"):
+            dd.allreduce(torch.ones(1, device="meta"))
+    finally:
+        dd.dist_finalize()
