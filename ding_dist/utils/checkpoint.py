@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ding_dist.utils.fileio import atomic_open
+from ding_dist.utils.fileio import atomic_open, atomic_write_text
 
 __all__ = [
     "CheckpointError",
@@ -180,8 +180,20 @@ class CheckpointManager:
             try:
                 return path, load_checkpoint(path, map_location=map_location)
             except CheckpointError as e:
-                logger.warning("skipping unusable checkpoint: %s", e)
+                self._move_aside(path, e)
         return None
+
+    def _move_aside(self, path: Path, error: Exception) -> None:
+        """Rename an unusable checkpoint to ``corrupt_<name>`` with a note beside it, so rotation (which
+        counts only ``ckpt_*.pt`` names) never keeps it in place of a complete checkpoint."""
+        aside = path.with_name(f"corrupt_{path.name}")
+        try:
+            os.replace(path, aside)
+            atomic_write_text(aside.with_name(aside.name + ".txt"), f"moved aside, not loadable: {error}\n")
+        except OSError as move_error:  # e.g. a read-only folder: leave it, say so
+            logger.warning("skipping unusable checkpoint: %s (could not move it aside: %s)", error, move_error)
+            return
+        logger.warning("unusable checkpoint moved aside to %s: %s", aside, error)
 
     def latest(self) -> Path | None:
         """Path of the newest checkpoint that loads (corrupt ones skipped with a warning), or None."""

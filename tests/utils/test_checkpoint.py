@@ -201,3 +201,17 @@ def test_atomic_files_respect_the_umask(tmp_path):
         os.umask(old)
     assert stat.S_IMODE(group_readable.stat().st_mode) == 0o640
     assert stat.S_IMODE(world_readable.stat().st_mode) == 0o644
+
+
+def test_rotation_after_a_corrupt_newest_checkpoint_keeps_the_complete_ones(tmp_path):
+    from ding_dist.utils import CheckpointManager
+
+    mgr = CheckpointManager(tmp_path, keep_last=2)
+    for step in (10, 20, 30):
+        mgr.save({"step": step}, step)
+    (tmp_path / "ckpt_000000030.pt").write_bytes(b"torn")  # the newest is damaged after the fact
+    assert mgr.load_latest()["step"] == 20  # falls back, and moves the damaged file aside
+    assert (tmp_path / "corrupt_ckpt_000000030.pt").read_bytes() == b"torn"
+    assert "not loadable" in (tmp_path / "corrupt_ckpt_000000030.pt.txt").read_text()
+    mgr.save({"step": 40}, 40)  # the resumed run goes on: rotation keeps the newest complete two
+    assert [p.name for p in mgr.checkpoints()] == ["ckpt_000000020.pt", "ckpt_000000040.pt"]

@@ -10,16 +10,17 @@ from ding_dist.utils import CheckpointManager, load_checkpoint
 def test_rotation_never_deletes_the_checkpoint_just_written(tmp_path, caplog):
     mgr = CheckpointManager(tmp_path, keep_last=1)
     mgr.save({"step": 768}, 768)
-    # A crash left an unusable file of a later step; the run fell back to 768 and goes on from there.
+    # A crash left a file of a later step that is complete in name only (a torn copy, a full disk).
     mgr.path_for(1024).write_bytes(b"half a checkpoint")
-    assert mgr.load_latest()["step"] == 768
+    assert mgr.load_latest()["step"] == 768  # falls back, and moves the unusable file aside
+    assert (tmp_path / "corrupt_ckpt_000001024.pt").read_bytes() == b"half a checkpoint"
+    # A file of a later step that does load (an attempt that got further) is kept while an older step saves.
+    mgr.path_for(2048).write_bytes((tmp_path / "ckpt_000000768.pt").read_bytes())
     with caplog.at_level(logging.WARNING, logger="ding_dist.utils.checkpoint"):
         written = mgr.save({"step": 896}, 896)
-    assert "later steps than 896: ckpt_000001024.pt" in caplog.text
+    assert "later steps than 896: ckpt_000002048.pt" in caplog.text
     assert load_checkpoint(written)["step"] == 896  # kept although keep_last=1 and a "newer" name exists
-    assert mgr.load_latest()["step"] == 896
     assert not mgr.path_for(768).exists()  # rotation still removes older ones
-    # Reaching the later step replaces the broken file, and rotation is back to normal.
-    mgr.save({"step": 1024}, 1024)
-    assert [p.name for p in mgr.checkpoints()] == ["ckpt_000001024.pt"]
-    assert mgr.load_latest()["step"] == 1024
+    mgr.save({"step": 4096}, 4096)
+    assert [p.name for p in mgr.checkpoints()] == ["ckpt_000004096.pt"]
+    assert mgr.load_latest()["step"] == 4096
