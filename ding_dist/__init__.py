@@ -8,41 +8,25 @@ under ``ding_dist.launch``, torchrun or SLURM.
 - ``FusedOptimizer`` and the load-balancing samplers
 - the RL side lives in subpackages: ``ding_dist.entry`` (``serial_pipeline``, ``train``),
   ``ding_dist.policy``, ``ding_dist.worker``, ``ding_dist.envs``, ``ding_dist.config``, ``ding_dist.utils``.
+
+Names are imported on first use (PEP 562), so ``import ding_dist`` and ``ding-dist --help`` do not pay
+for importing torch until a name that needs it is touched.
 """
 
-from .comm import *  # noqa: F403
-from .comm import __all__ as _comm_all
-from .data.samplers import LoadBalancingDistributedBatchSampler, LoadBalancingDistributedSampler
-from .optim import FusedOptimizer
-from .sync import (
-    AlgorithmOption,
-    BaguaDistributedOption,
-    DDPOption,
-    DistributedAlgorithm,
-    DistributedModel,
-    NonFiniteGradientError,
-    QAdamOptimizer,
-    allreduce_parameters,
-    available_algorithms,
-    broadcast_parameters,
-    distribute,
-    get_default_distributed_option,
-    register_algorithm,
-    sync_gradients,
-)
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
-__all__ = [
-    *_comm_all,
+
+_SYNC_NAMES = (
     "AlgorithmOption",
     "BaguaDistributedOption",
     "DDPOption",
     "DistributedAlgorithm",
     "DistributedModel",
-    "FusedOptimizer",
     "NonFiniteGradientError",
-    "LoadBalancingDistributedBatchSampler",
-    "LoadBalancingDistributedSampler",
     "QAdamOptimizer",
     "allreduce_parameters",
     "available_algorithms",
@@ -51,4 +35,36 @@ __all__ = [
     "get_default_distributed_option",
     "register_algorithm",
     "sync_gradients",
-]
+    "weight_drift",
+)
+_SUBPACKAGES = ("comm", "compat", "config", "data", "entry", "envs", "optim", "policy", "sync", "utils", "worker")
+_OTHER_NAMES = {
+    "FusedOptimizer": ".optim",
+    "LoadBalancingDistributedBatchSampler": ".data.samplers",
+    "LoadBalancingDistributedSampler": ".data.samplers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__all__":  # star imports: every re-exported name (importing torch, as they use it)
+        names = [*importlib.import_module(".comm", __name__).__all__, *_OTHER_NAMES, *_SYNC_NAMES]
+        globals()["__all__"] = names
+        return names
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _SYNC_NAMES:
+        module = ".sync"
+    elif name in _OTHER_NAMES:
+        module = _OTHER_NAMES[name]
+    elif name.startswith("_"):
+        raise AttributeError(f"module 'ding_dist' has no attribute {name!r}")
+    else:
+        module = ".comm"
+    value = getattr(importlib.import_module(module, __name__), name, _MISSING)
+    if value is _MISSING:
+        raise AttributeError(f"module 'ding_dist' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+_MISSING = object()
