@@ -15,6 +15,7 @@ from .algorithms import (
 )
 from .algorithms.qadam import QAdamOptimizer
 from .bucket import Bucket, Pending
+from .decentralized_dp import DecentralizedDataParallel
 from .drift import weight_drift
 from .engine import DistributedModel, allreduce_parameters, broadcast_parameters, distribute
 from .functional import sync_gradients
@@ -26,6 +27,7 @@ from .options import (
     DistributedBaseOption,
     get_default_distributed_option,
 )
+from .topology import Edge, Topology, available_topologies, get_topology, register_topology
 
 __all__ = [
     "Algorithm",
@@ -33,19 +35,25 @@ __all__ = [
     "BaguaDistributedOption",
     "Bucket",
     "DDPOption",
+    "DecentralizedDataParallel",
     "DistributedAlgorithm",
     "DistributedBaseOption",
     "DistributedModel",
+    "Edge",
     "NonFiniteGradientError",
     "Pending",
     "QAdamOptimizer",
+    "Topology",
     "allreduce_parameters",
     "available_algorithms",
+    "available_topologies",
     "broadcast_parameters",
     "distribute",
     "get_algorithm",
     "get_default_distributed_option",
+    "get_topology",
     "register_algorithm",
+    "register_topology",
     "sync_gradients",
     "weight_drift",
 ]

@@ -6,11 +6,14 @@ bytes handed to each collective and forwards to :mod:`ding_dist.comm`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from ding_dist import comm
+from ding_dist.comm.init import on_finalize  # (issue 12 block: cached subgroups)
 
 
 class Link:
@@ -76,3 +79,225 @@ class Link:
     def allgather_object(self, obj: Any) -> list[Any]:
         """Gather one picklable object from every rank (blocking; not counted)."""
         return comm.allgather_object(obj, group=self.group)
+
+    # ---- peers and subgroups (decentralized algorithms) --------------------------------------------
+    def is_world(self) -> bool:
+        """True when this link's group is the whole world (``group=None`` or ``WORLD``)."""
+        return self.group is None or (dist.is_initialized() and self.group is dist.group.WORLD)
+
+    def global_rank(self, group_rank: int) -> int:
+        """The world rank of rank ``group_rank`` of this link's group."""
+        return group_rank if self.is_world() else comm.get_global_rank(self.group, group_rank)
+
+    def new_subgroup(self, ranks: Sequence[int]) -> Any:
+        """Create a process group over the ranks ``ranks`` of this link's group; ``None`` on non-members.
+
+        Collective over the whole world (``torch.distributed.new_group``): every rank calls it with the
+        same ``ranks`` in the same order, so the link's group must be the world. All ranks: the link's
+        own group, no new group.
+        """
+        ranks = sorted(int(r) for r in ranks)
+        if len(ranks) == self.world_size:
+            return self.group if self.group is not None else dist.group.WORLD
+        if not self.is_world():
+            raise ValueError(
+                f"a subgroup of ranks {ranks} needs the link's group to be the world (it has {self.world_size} "
+                f"of {comm.get_world_size()} ranks); distribute with group=None"
+            )
+        made = dist.new_group(ranks)
+        return made if self.rank in ranks else None
+
+    def exchange(self, send: torch.Tensor, recv: torch.Tensor, peer: int) -> Handles:
+        """Start sending ``send`` to group rank ``peer`` and receiving its message into ``recv`` (both
+        ranks of the pair call it); ``wait()`` before reading ``recv`` or writing ``send``."""
+        self._count(send.numel() * send.element_size(), 1.0)
+        target = self.global_rank(peer)
+        return Handles([comm.isend(send, target, group=self.group), comm.irecv(recv, target, group=self.group)])
+
+
+class Handles:
+    """Several transfers finished together: ``wait()`` waits for each, in order.
+
+    Example:
+        >>> Handles([]).wait()
+    """
+
+    __slots__ = ("works",)
+
+    def __init__(self, works: list[Any]) -> None:
+        self.works = works
+
+    def wait(self) -> None:
+        """Block until every transfer is complete."""
+        for work in self.works:
+            work.wait()
+
+
+# ==== subgroups for hierarchical and asynchronous algorithms (issue 12) ==========================
+# Used by ``gradient_allreduce``/``bytegrad`` (``hierarchical=True``), ``local_sgd`` and ``async``.
+
+
+class _Done:
+    """The handle of a transfer that had nothing to do (a group of one)."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+
+    def wait(self) -> torch.Tensor:
+        return self.tensor
+
+
+class SubLink(Link):
+    """A :class:`Link` over a subgroup of ``parent``'s ranks; its traffic also counts on ``parent``, so a
+    model's ``comm_stats()`` include it.
+
+    Example:
+        >>> sub = SubLink(None, Link())   # the fake link: a group of one
+        >>> sub.reduce(torch.ones(2)).wait()
+        tensor([1., 1.])
+    """
+
+    __slots__ = ("parent",)
+
+    def __init__(self, group: Any, parent: Link) -> None:
+        super().__init__(group)
+        self.parent = parent
+
+    def _count(self, nbytes: int, wire_factor: float) -> None:
+        super()._count(nbytes, wire_factor)
+        self.parent._count(nbytes, wire_factor)
+
+    def reduce(self, tensor: torch.Tensor, dst: int = 0) -> Any:
+        """Start an in-place SUM reduce of ``tensor`` onto group rank ``dst`` (the others' ``tensor`` is
+        scratch afterwards); returns a handle with ``wait()``."""
+        w = self.world_size
+        self._count(tensor.numel() * tensor.element_size(), (w - 1) / w)
+        if w == 1:
+            return _Done(tensor)
+        target = comm.get_global_rank(self.group, dst)
+        return dist.reduce(tensor, dst=target, op=dist.ReduceOp.SUM, group=self.group, async_op=True)
+
+    def broadcast_async(self, tensor: torch.Tensor, src: int = 0) -> Any:
+        """Start broadcasting ``tensor`` in place from group rank ``src``; returns a handle with ``wait()``."""
+        self._count(tensor.numel() * tensor.element_size(), 1.0 if self.rank == src else 0.0)
+        if self.world_size == 1:
+            return _Done(tensor)
+        return comm.broadcast(tensor, src=comm.get_global_rank(self.group, src), group=self.group, async_op=True)
+
+
+def _check_world(link: Link, what: str) -> None:
+    if link.world_size != comm.get_world_size():
+        raise ValueError(
+            f"{what} creates process groups, which needs the link's group to be the world (it has "
+            f"{link.world_size} of {comm.get_world_size()} ranks); distribute with group=None"
+        )
+
+
+def consecutive_link(link: Link, size: int) -> Link:
+    """This rank's group among the consecutive groups of ``size`` ranks of the world (``link``'s group).
+
+    Collective the first time (every rank creates every group, in the same order); the groups are cached
+    (:func:`ding_dist.comm.get_group`). ``size == world``: ``link`` itself.
+
+    Example:
+        >>> consecutive_link(Link(), 1).world_size
+        1
+    """
+    if size == link.world_size:
+        return link
+    _check_world(link, f"a subgroup of {size} consecutive ranks")
+    return SubLink(comm.get_group(size), link)
+
+
+_strided_groups: dict[int, Any] = {}
+on_finalize(_strided_groups.clear)
+
+
+def strided_link(link: Link, stride: int) -> SubLink | None:
+    """The group of world ranks ``0, stride, 2 * stride, ...`` (e.g. node leaders); ``None`` on the others.
+
+    Collective the first time (every rank calls it with the same ``stride``); the group is cached.
+
+    Example:
+        >>> strided_link(Link(), 1).world_size
+        1
+    """
+    if stride == 1:
+        return SubLink(link.group, link)
+    _check_world(link, f"the group of every {stride}-th rank")
+    if link.world_size % stride:
+        raise ValueError(f"stride {stride} does not divide the world size {link.world_size}")
+    if stride not in _strided_groups:
+        _strided_groups[stride] = dist.new_group(list(range(0, link.world_size, stride)))
+    return SubLink(_strided_groups[stride], link) if link.rank % stride == 0 else None
+
+
+def dedicated_link(link: Link) -> SubLink:
+    """A new process group with ``link``'s ranks, for a background thread: gloo groups are not safe for
+    collectives issued concurrently from two threads, so the thread never shares the training thread's.
+
+    Collective (every rank of the world creates it, in the same order); not cached: one per call.
+
+    Example:
+        >>> dedicated_link(Link()).world_size
+        1
+    """
+    if link.world_size == 1:
+        return SubLink(link.group, link)
+    _check_world(link, "a dedicated group for background averaging")
+    return SubLink(dist.new_group(list(range(link.world_size))), link)
+
+
+class NodeHierarchy:
+    """Nodes of ``local_size`` consecutive ranks: ``node`` (this rank's node), ``leaders`` (local rank 0 of
+    every node; ``None`` on the other ranks), ``is_leader``, ``local_size``, ``nodes``.
+
+    Example::
+
+        h = node_hierarchy(link)          # 4 ranks with LOCAL_WORLD_SIZE=2: 2 nodes of 2
+        h.node.world_size, h.nodes        # (2, 2)
+    """
+
+    __slots__ = ("node", "leaders", "is_leader", "local_size", "nodes")
+
+    def __init__(self, link: Link, local_size: int) -> None:
+        self.local_size = local_size
+        self.nodes = link.world_size // local_size
+        self.node = consecutive_link(link, local_size)
+        self.leaders = strided_link(link, local_size)
+        self.is_leader = self.leaders is not None
+
+
+def node_hierarchy(link: Link, algorithm: str) -> NodeHierarchy | None:
+    """The node layout for ``hierarchical=True`` from :func:`ding_dist.comm.get_local_size` (torchrun's
+    ``LOCAL_WORLD_SIZE``), or ``None`` when it is flat anyway (one node, or one rank per node).
+
+    Every rank's ``(local_size, local_rank)`` is gathered first, so a layout that does not fit (sizes that
+    differ, do not divide the world, or ranks that are not consecutive per node) raises ``ValueError`` on
+    every rank alike, before any group is created.
+
+    Example:
+        >>> node_hierarchy(Link(), "gradient_allreduce") is None
+        True
+    """
+    if link.world_size == 1:
+        return None
+    _check_world(link, f"{algorithm}(hierarchical=True)")
+    layout = link.allgather_object((comm.get_local_size(), comm.get_local_rank()))
+    sizes = sorted({size for size, _ in layout})
+    size = sizes[0]
+    if len(sizes) > 1 or link.world_size % size:
+        raise ValueError(
+            f"{algorithm}(hierarchical=True) needs the same number of ranks on every node, dividing the world "
+            f"size {link.world_size}; the ranks report local sizes {[s for s, _ in layout]} (LOCAL_WORLD_SIZE)"
+        )
+    if any(local != rank % size for rank, (_, local) in enumerate(layout)):
+        raise ValueError(
+            f"{algorithm}(hierarchical=True) needs consecutive ranks on each node (rank r has local rank "
+            f"r % {size}); the ranks report local ranks {[lr for _, lr in layout]} (LOCAL_RANK)"
+        )
+    if size in (1, link.world_size):
+        return None
+    return NodeHierarchy(link, size)

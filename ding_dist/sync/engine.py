@@ -269,7 +269,9 @@ class SyncEngine:
         torch.autograd.Variable._execution_engine.queue_callback(self._finalize)
 
     def _mark_ready(self, bucket: Bucket, i: int) -> None:
-        if self.algorithm.hook is None:  # the algorithm leaves gradients local (e.g. weight averaging)
+        # The algorithm leaves gradients local (weight averaging), for good or (``state.local_gradients``,
+        # e.g. local_sgd / async past their gradient-allreduce warm-up) for now.
+        if self.algorithm.hook is None or getattr(self.state, "local_gradients", False):
             if self.algorithm.backward_end_hook is not None and not self._armed:
                 self._armed = True
                 torch.autograd.Variable._execution_engine.queue_callback(self._end_local_backward)

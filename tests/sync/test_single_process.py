@@ -125,10 +125,10 @@ def test_other_bad_inputs():
         sync_gradients(Net(), op="mean")
 
 
-def test_decentralized_is_a_clear_not_implemented():
+def test_bagua_decentralize_names_the_decentralized_algorithm():
     for name in ("decentralized", DistributedAlgorithm.Decentralize, "decentralize"):
-        with pytest.raises(NotImplementedError, match="not built yet"):
-            distribute(Net(), None, algorithm=name)
+        model, _ = distribute(Net(), None, algorithm=name)
+        assert model.algorithm == "decentralized" and model.averages_weights
 
 
 def test_bagua_names_map_to_algorithms():

@@ -12,14 +12,22 @@ every rank reads both the producer count and ``k``, the number of ranks that saw
 (``bucket.nonfinite_ranks``), from the one collective. Both stay on the device: the average divides by
 the counts there and nothing is read back in backward.
 
-Register: ``model, opt = ding_dist.distribute(model, opt, algorithm='gradient_allreduce')``
+``hierarchical=True`` (Bagua's option): ranks are grouped in nodes of
+:func:`ding_dist.comm.get_local_size` consecutive ranks (torchrun's ``LOCAL_WORLD_SIZE``); each bucket
+is SUM-reduced onto the node's local rank 0, allreduced among those node leaders and broadcast back
+within the node (three stages, the engine drives them bucket by bucket). Only the leaders cross nodes.
+The sum is the same as the flat one up to the order of the additions (bitwise when the partial sums
+are exact); on one node, or with one rank per node, it is the flat algorithm.
+
+Register: ``model, opt = ding_dist.distribute(model, opt, algorithm='gradient_allreduce')``, or
+``distribute(model, opt, 'gradient_allreduce', hierarchical=True)``
 """
 
 from __future__ import annotations
 
 import torch
 
-from ding_dist.sync._primitives import Link
+from ding_dist.sync._primitives import Link, NodeHierarchy, node_hierarchy
 from ding_dist.sync.algorithms import Algorithm
 from ding_dist.sync.bucket import Bucket, Pending, average_by_counts, exact_integer_limit
 
@@ -27,18 +35,45 @@ _fused_scale_and_check = getattr(torch, "_amp_foreach_non_finite_check_and_unsca
 
 
 class AllreduceState:
-    """State of ``gradient_allreduce``: the link and, per bucket, the two 1-element tensors of the check."""
+    """State of ``gradient_allreduce``: the link, per bucket the two 1-element tensors of the check, and
+    the node layout when hierarchical (``None``: flat)."""
 
-    __slots__ = ("link", "scratch")
+    __slots__ = ("link", "scratch", "hierarchy")
 
-    def __init__(self, link: Link) -> None:
+    def __init__(self, link: Link, hierarchy: NodeHierarchy | None = None) -> None:
         self.link = link
         self.scratch: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.hierarchy = hierarchy
 
 
-def make_state(link: Link) -> AllreduceState:
-    """Build the state (the algorithm takes no options)."""
-    return AllreduceState(link)
+def check_hierarchical(value: object) -> bool:
+    """``hierarchical`` must be True or False."""
+    if not isinstance(value, bool):
+        raise TypeError(f"hierarchical must be True or False, got {value!r}")
+    return value
+
+
+def make_state(link: Link, hierarchical: bool = False) -> AllreduceState:
+    """Build the state; ``hierarchical=True`` creates the node subgroups (collective, once, here).
+
+    Example:
+        >>> make_state(Link()).hierarchy is None
+        True
+    """
+    hierarchy = node_hierarchy(link, "gradient_allreduce") if check_hierarchical(hierarchical) else None
+    return AllreduceState(link, hierarchy)
+
+
+def hierarchical_allreduce(hierarchy: NodeHierarchy, tensors: list[torch.Tensor]) -> Pending:
+    """Start an in-place SUM of ``tensors`` over every rank through the node leaders: reduce onto local
+    rank 0, allreduce among the leaders, broadcast within the node. A three-stage :class:`Pending`."""
+    node, leaders = hierarchy.node, hierarchy.leaders
+
+    def among_leaders() -> Pending:
+        works = [leaders.allreduce(t) for t in tensors] if leaders is not None else []
+        return Pending(works, lambda: Pending([node.broadcast_async(t, src=0) for t in tensors], lambda: None))
+
+    return Pending([node.reduce(t, dst=0) for t in tensors], among_leaders)
 
 
 # The flagged slots hold ``count + k * (W + 1) <= W * (W + 2)``; float32 holds such integers exactly
@@ -70,11 +105,11 @@ def allreduce_hook(state: AllreduceState, bucket: Bucket) -> Pending:
     """Average ``bucket.grads`` over the producing ranks with one SUM allreduce of the buffer."""
     world = state.link.world_size
     flagged = _prescale_and_flag(state, bucket, world)
-    works = [state.link.allreduce(bucket.buffer)]
+    tensors = [bucket.buffer]
     apart = None
     if world > exact_integer_limit(bucket.buffer.dtype):  # e.g. a bfloat16 model on > 256 ranks
         apart = bucket.indicators.float()  # the counts travel in float32 beside the 16-bit slots
-        works.append(state.link.allreduce(apart))
+        tensors.append(apart)
 
     def then() -> torch.Tensor:
         counts = (bucket.indicators if apart is None else apart).float().round()  # exact integers
@@ -85,7 +120,17 @@ def allreduce_hook(state: AllreduceState, bucket: Bucket) -> Pending:
         average_by_counts(bucket, counts, world)
         return counts
 
-    return Pending(works, then)
+    if state.hierarchy is not None:
+        return hierarchical_allreduce(state.hierarchy, tensors).followed_by(lambda _: then())
+    return Pending([state.link.allreduce(t) for t in tensors], then)
 
 
-ALGORITHMS = (Algorithm("gradient_allreduce", make_state=make_state, hook=allreduce_hook, aliases=("ddp",)),)
+ALGORITHMS = (
+    Algorithm(
+        "gradient_allreduce",
+        make_state=make_state,
+        hook=allreduce_hook,
+        options=("hierarchical",),
+        aliases=("ddp",),
+    ),
+)

@@ -1,0 +1,140 @@
+"""``low_precision_decentralized``: ring weight averaging with 8-bit compressed differences (Bagua's).
+
+Rank ``i`` of a ring of ``n >= 2`` has a left peer ``L = (i - 1) mod n`` and a right peer
+``R = (i + 1) mod n`` and keeps three replicas, all starting equal to the initial weights: its own
+``w_i`` and its peers' ``w_L`` and ``w_R`` (on 2 ranks both peers are the other rank). Steps are counted
+from 1; after ``optimizer.step()`` of step ``k`` with ``(k - 1) % communication_interval == 0``, with
+``x`` the freshly updated weights:
+
+- ``d = x + w_L/3 + w_R/3 - 5/3 w_i`` (Bagua's), computed as ``(((w_L + w_R) - w_i - w_i) / 3 + x) - w_i``;
+- ``q = Q(d)``: 8-bit min-max quantization of the whole vector (bytegrad's ``MinMaxUInt8Codec``, one
+  row: float32 min and step, then one byte per value, padded to a multiple of 4 values with copies of
+  the first), sent to both peers; ``q_L``, ``q_R`` received;
+- ``w_L += D(q_L)``, ``w_R += D(q_R)``, ``w_i += D(q)`` (``D`` decodes the bytes, the same on both
+  ends of a link), and the parameters become ``x = w_i``.
+
+So every rank's own replica equals, bitwise, its left peer's right replica and its right peer's left
+replica, and ``x ~ (w_L + w_i + w_R) / 3 + (x - w_i)``: a 1/3-1/3-1/3 ring mix of the replicas plus the
+local progress since the last communication. Other steps are local SGD. ``hierarchical=True``: the
+updated weights are averaged within each node of ``get_local_size()`` consecutive ranks, the node
+leaders run the above on a ring of nodes (at least 2) and broadcast the result within their node.
+
+Register: ``distribute(net, opt, algorithm='low_precision_decentralized', communication_interval=2)``
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ding_dist.sync._primitives import Handles, Link
+from ding_dist.sync.algorithms import Algorithm
+from ding_dist.sync.algorithms._scatter_gather import MinMaxUInt8Codec
+from ding_dist.sync.algorithms.decentralized import FlatWeights, Layout, check_hierarchical, check_interval
+from ding_dist.sync.bucket import Bucket
+
+__all__ = ["LowPrecisionDecentralizedState"]
+
+
+class LowPrecisionDecentralizedState:
+    """Ring peers, step counter, the three replicas and the message buffers, per flat weight vector."""
+
+    __slots__ = ("link", "layout", "interval", "steps", "codec", "left", "right", "weights", "replicas", "buffers")
+
+    def __init__(self, link: Link, communication_interval: int = 1, hierarchical: bool = False) -> None:
+        self.link = link
+        self.interval = check_interval(communication_interval)
+        self.layout = Layout(link, check_hierarchical(hierarchical), "low_precision_decentralized")
+        n = len(self.layout.members)
+        if link.world_size > 1 and n < 2:
+            raise ValueError(
+                f"low_precision_decentralized needs a ring of at least 2 {'nodes' if hierarchical else 'ranks'}, "
+                f"got {n} ({link.world_size} ranks, {self.layout.node_size} per node); use hierarchical=False "
+                "or 'decentralized'"
+            )
+        i = self.layout.index
+        self.left = self.right = None
+        if i is not None and n > 1:
+            self.left, self.right = self.layout.members[(i - 1) % n], self.layout.members[(i + 1) % n]
+        self.steps = 0
+        self.codec = MinMaxUInt8Codec()
+        self.weights: FlatWeights | None = None
+        self.replicas: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (own, left, right)
+        # (padded diff, sent, from left, from right)
+        self.buffers: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+
+    def ensure(self, buckets: list[Bucket]) -> FlatWeights:
+        """Bind the parameters and start the replicas at their current (identical) values."""
+        if self.weights is None:
+            self.weights = FlatWeights.of_buckets(buckets)
+            if self.left is not None:
+                for flat in self.weights.read():
+                    self.replicas.append((flat.clone(), flat.clone(), flat.clone()))
+                    # rows of a multiple of 4 values, so the float32 header of the next row stays aligned
+                    padded = torch.empty(-(-flat.numel() // 4) * 4, dtype=flat.dtype, device=flat.device)
+                    nbytes = self.codec.nbytes(padded.numel(), flat.dtype)
+                    msg = torch.empty(1, nbytes, dtype=torch.uint8, device=flat.device)
+                    self.buffers.append((padded, msg, torch.empty_like(msg), torch.empty_like(msg)))
+        return self.weights
+
+    def decode(self, msg: torch.Tensor, n: int) -> torch.Tensor:
+        """The first ``n`` values of a message (float32)."""
+        return self.codec.decode(msg, torch.float32).view(-1)[:n]
+
+    def mix(self, x: list[torch.Tensor]) -> None:
+        """The ring step on the flat weights ``x`` (leaders, or every rank when flat), in place."""
+        assert self.left is not None and self.right is not None
+        works = []
+        for xi, (own, left, right), (d, msg, from_left, from_right) in zip(x, self.replicas, self.buffers):
+            n = xi.numel()
+            torch.add(left, right, out=d[:n]).sub_(own).sub_(own).div_(3.0).add_(xi).sub_(own)
+            d[n:] = d[0]  # padding inside [min, max]: the code of the real values is unchanged
+            self.codec.encode_into(d.view(1, -1), msg)
+            works.append(self.link.exchange(msg, from_left, self.left))
+            if self.right != self.left:
+                works.append(self.link.exchange(msg, from_right, self.right))
+        Handles(works).wait()
+        for xi, (own, left, right), (_, msg, from_left, from_right) in zip(x, self.replicas, self.buffers):
+            n = xi.numel()
+            left.add_(self.decode(from_left, n))
+            right.add_(self.decode(from_right if self.right != self.left else from_left, n))
+            own.add_(self.decode(msg, n))
+            xi.copy_(own)
+
+
+def make_state(
+    link: Link, communication_interval: int = 1, hierarchical: bool = False
+) -> LowPrecisionDecentralizedState:
+    """Build the state (needs at least 2 ring members when the world has more than one rank)."""
+    return LowPrecisionDecentralizedState(link, communication_interval, hierarchical)
+
+
+def pre_step_hook(state: LowPrecisionDecentralizedState, buckets: list[Bucket]) -> None:
+    """Before the first ``optimizer.step()``: the replicas start at the current weights."""
+    state.ensure(buckets)
+
+
+def step_hook(state: LowPrecisionDecentralizedState, buckets: list[Bucket]) -> None:
+    """After ``optimizer.step()``: on a communicating step, the compressed ring exchange."""
+    weights = state.ensure(buckets)
+    communicates = state.steps % state.interval == 0
+    state.steps += 1
+    if not communicates:
+        return
+    x = weights.read()
+    state.layout.node_average(x)
+    if state.left is not None:
+        state.mix(x)
+    state.layout.node_broadcast(x)
+    weights.write(x)
+
+
+ALGORITHMS = (
+    Algorithm(
+        "low_precision_decentralized",
+        make_state=make_state,
+        pre_step_hook=pre_step_hook,
+        step_hook=step_hook,
+        averages_weights=True,
+        options=("communication_interval", "hierarchical"),
+    ),
+)
