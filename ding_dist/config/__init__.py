@@ -14,6 +14,7 @@ from ding_dist.config.compile import (
     parse_override,
     validate_config,
 )
+from ding_dist.config.ding_dialect import looks_like_ding, translate_ding_config, translate_if_ding
 from ding_dist.config.errors import ConfigError
 from ding_dist.config.loader import read_config, save_config
 from ding_dist.config.rules import VALUE_RULES, check_values
@@ -29,4 +30,7 @@ __all__ = [
     "read_config",
     "save_config",
     "validate_config",
+    "looks_like_ding",
+    "translate_ding_config",
+    "translate_if_ding",
 ]

@@ -175,12 +175,15 @@ class CheckpointManager:
                 logger.info("removing leftover partial checkpoint %s", p)
                 p.unlink(missing_ok=True)
 
-    def _newest_loadable(self, map_location: Any) -> tuple[Path, dict] | None:
+    def _newest_loadable(self, map_location: Any, move_aside: bool = False) -> tuple[Path, dict] | None:
         for path in reversed(self.checkpoints()):
             try:
                 return path, load_checkpoint(path, map_location=map_location)
             except CheckpointError as e:
-                self._move_aside(path, e)
+                if move_aside:
+                    self._move_aside(path, e)
+                else:
+                    logger.warning("skipping unusable checkpoint: %s", e)
         return None
 
     def _move_aside(self, path: Path, error: Exception) -> None:
@@ -195,14 +198,17 @@ class CheckpointManager:
             return
         logger.warning("unusable checkpoint moved aside to %s: %s", aside, error)
 
-    def latest(self) -> Path | None:
-        """Path of the newest checkpoint that loads (corrupt ones skipped with a warning), or None."""
-        found = self._newest_loadable("cpu")
+    def latest(self, move_aside: bool = False) -> Path | None:
+        """Path of the newest checkpoint that loads, or None. Unusable ones are skipped with a warning and,
+        with ``move_aside=True`` (a run that will write here: resume, restart), renamed ``corrupt_<name>``
+        with a note, so rotation never keeps them in place of complete checkpoints."""
+        found = self._newest_loadable("cpu", move_aside)
         return None if found is None else found[0]
 
-    def load_latest(self, map_location: Any = "cpu") -> dict | None:
-        """State of the newest checkpoint that loads, or None when there is none."""
-        found = self._newest_loadable(map_location)
+    def load_latest(self, map_location: Any = "cpu", move_aside: bool = False) -> dict | None:
+        """State of the newest checkpoint that loads, or None when there is none (``move_aside`` as in
+        :meth:`latest`)."""
+        found = self._newest_loadable(map_location, move_aside)
         return None if found is None else found[1]
 
 

@@ -210,7 +210,7 @@ def test_rotation_after_a_corrupt_newest_checkpoint_keeps_the_complete_ones(tmp_
     for step in (10, 20, 30):
         mgr.save({"step": step}, step)
     (tmp_path / "ckpt_000000030.pt").write_bytes(b"torn")  # the newest is damaged after the fact
-    assert mgr.load_latest()["step"] == 20  # falls back, and moves the damaged file aside
+    assert mgr.load_latest(move_aside=True)["step"] == 20  # a resuming run falls back and moves it aside
     assert (tmp_path / "corrupt_ckpt_000000030.pt").read_bytes() == b"torn"
     assert "not loadable" in (tmp_path / "corrupt_ckpt_000000030.pt.txt").read_text()
     mgr.save({"step": 40}, 40)  # the resumed run goes on: rotation keeps the newest complete two

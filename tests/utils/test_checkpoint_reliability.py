@@ -12,7 +12,7 @@ def test_rotation_never_deletes_the_checkpoint_just_written(tmp_path, caplog):
     mgr.save({"step": 768}, 768)
     # A crash left a file of a later step that is complete in name only (a torn copy, a full disk).
     mgr.path_for(1024).write_bytes(b"half a checkpoint")
-    assert mgr.load_latest()["step"] == 768  # falls back, and moves the unusable file aside
+    assert mgr.load_latest(move_aside=True)["step"] == 768  # a resuming run falls back and moves it aside
     assert (tmp_path / "corrupt_ckpt_000001024.pt").read_bytes() == b"half a checkpoint"
     # A file of a later step that does load (an attempt that got further) is kept while an older step saves.
     mgr.path_for(2048).write_bytes((tmp_path / "ckpt_000000768.pt").read_bytes())

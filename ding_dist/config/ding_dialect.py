@@ -1,0 +1,740 @@
+"""DI-engine config files, unchanged: detect DI-engine's dialect and translate it with DI-engine's meaning.
+
+A DI-engine config file (``main_config`` + ``create_config``, as in DI-engine's model zoo) is recognized by
+its marks (``create_config.env.type`` naming a DI-engine env such as ``cartpole``, ``import_names``,
+``policy.cuda``, ``policy.model.obs_shape``, ``policy.eval.evaluator``) and translated into ding_dist's
+keys before the usual strict compilation. The translation follows what DI-engine *does* with each key,
+not only its name; where a value's unit differs it is converted (DI-engine counts ``eval_freq`` in train
+iterations, ding_dist in env steps), where DI-engine's default differs from ours the file gets DI-engine's
+(a DI-engine DQN file gets ``discount_factor=0.97``, MSE loss, no gradient clipping, ...). Keys that do
+not change training (``replay_path``, ``import_names``, env-manager tuning) are accepted and ignored with
+the reason; keys that would need a feature ding_dist lacks (prioritized replay, ``n_episode`` collection,
+``unroll_len > 1``) are refused with a :class:`~ding_dist.config.errors.ConfigError` naming the key, as is
+any key this module does not know (with the closest key it does). Every decision goes into a
+:class:`TranslationReport`, printed once per job on rank 0.
+
+Conversion of counts kept in train iterations (``eval_freq``, checkpoint and log hooks): DI-engine's serial
+pipelines run ``update_per_collect`` train iterations per collect of ``n_sample`` env steps (off-policy;
+its on-policy PPO runs one iteration, all epochs, per collect) and evaluate once ``eval_freq`` iterations
+have passed since the last evaluation, i.e. every ``ceil(eval_freq / iterations_per_collect)`` collects.
+The equivalent ding_dist frequency is that many collects in env steps:
+``ceil(eval_freq / iterations_per_collect) * n_sample``.
+
+Example:
+    >>> main = {"env": {"stop_value": 195}, "policy": {"cuda": False, "eval": {"evaluator": {"eval_freq": 40}}}}
+    >>> create = {"env": {"type": "cartpole"}, "policy": {"type": "dqn"}}
+    >>> looks_like_ding(main, create)
+    True
+    >>> ours, our_create, _, report = translate_ding_config(main, create)
+    >>> ours["env"]["id"], ours["policy"]["eval"]["eval_freq"], ours["policy"]["discount_factor"]
+    ('CartPole-v0', 112, 0.97)
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from easydict import EasyDict
+
+from ding_dist.config.compile import apply_overrides, parse_override, to_plain
+from ding_dist.config.errors import ConfigError
+from ding_dist.config.rules import short_repr
+
+__all__ = [
+    "DING_ENV_IDS",
+    "TranslationReport",
+    "looks_like_ding",
+    "translate_ding_config",
+    "translate_if_ding",
+]
+
+#: DI-engine env types (``create_config.env.type``) -> gymnasium ids. DI-engine's CartPole is gym's v0
+#: (200-step limit, solved at 195); its LunarLander is v2, which gymnasium 1.x replaced by v3.
+DING_ENV_IDS = {
+    "cartpole": "CartPole-v0",
+    "pendulum": "Pendulum-v1",
+    "lunarlander": "LunarLander-v3",
+    "acrobot": "Acrobot-v1",
+    "mountain_car": "MountainCar-v0",
+}
+_RENAMED_IDS = {"LunarLander-v2": "LunarLander-v3", "LunarLanderContinuous-v2": "LunarLanderContinuous-v3"}
+_BOX2D_IDS = ("LunarLander-v3", "LunarLanderContinuous-v3")
+#: DI-engine env manager types -> ours (sync: all envs in the process; async: one subprocess per env).
+_ENV_MANAGERS = {"base": "sync", "subprocess": "async", "async_subprocess": "async"}
+_POLICIES = ("dqn", "ppo", "sac")
+_ON_POLICY = {"dqn": False, "ppo": True, "sac": False}
+#: DI-engine's evaluator default: evaluate every 1000 train iterations.
+_DING_EVAL_FREQ = 1000
+_REPORTED_ENV = "DING_DIST_DING_REPORTED"  # inherited by the ranks a launcher starts: one report per job
+_reported: set[str] = set()
+_MISSING = object()
+#: A gradient-norm bound no gradient reaches: "no clipping" where the key's default is a float.
+NO_CLIP = 1e9
+
+
+@dataclass
+class TranslationReport:
+    """What the translation of one DI-engine config did, key by key.
+
+    ``lines`` holds ``(kind, text)`` pairs; kinds: ``mapped`` (same meaning, maybe renamed), ``converted``
+    (value changed to keep DI-engine's meaning), ``default`` (DI-engine's default where ours differs),
+    ``ignored`` (accepted, no effect here, with why), ``differs`` (DI-engine behaviour ding_dist does not
+    reproduce exactly), ``set`` (a ``--set`` override).
+
+    Example:
+        >>> r = TranslationReport("cartpole_dqn_config.py", "dqn", "CartPole-v0")
+        >>> r.add("ignored", "env.replay_path: no video recorder")
+        >>> print(r.render())  # doctest: +NORMALIZE_WHITESPACE
+        ding-dist: cartpole_dqn_config.py is a DI-engine config (policy dqn, env CartPole-v0); translated:
+          ignored    env.replay_path: no video recorder
+    """
+
+    source: str
+    policy: str
+    env_id: str
+    lines: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, kind: str, text: str) -> None:
+        self.lines.append((kind, text))
+
+    def of(self, kind: str) -> list[str]:
+        """The texts of one kind, in order."""
+        return [text for k, text in self.lines if k == kind]
+
+    def render(self) -> str:
+        """The report as printed: a header, then one line per decision (same-name mappings on one line)."""
+        head = f"ding-dist: {self.source} is a DI-engine config (policy {self.policy}, env {self.env_id}); translated:"
+        same = [text for kind, text in self.lines if kind == "same"]
+        out = [head]
+        if same:
+            out += textwrap.wrap(", ".join(same), 116, initial_indent=f"  {'same':<10} ", subsequent_indent=" " * 13)
+        out += [f"  {kind:<10} {text}" for kind, text in self.lines if kind != "same"]
+        return "\n".join(out)
+
+
+def _flatten(cfg: Mapping, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; an empty dict is a leaf (it says nothing)."""
+    out: dict[str, Any] = {}
+    for key, value in cfg.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(_flatten(value, path + "."))
+        elif not (isinstance(value, Mapping) and not value):
+            out[path] = value
+    return out
+
+
+def _nest(flat: Mapping[str, Any]) -> dict:
+    out: dict = {}
+    for path, value in flat.items():
+        node = out
+        *parents, leaf = path.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return out
+
+
+def looks_like_ding(main: Mapping, create: Mapping | None) -> bool:
+    """True when ``(main_config, create_config)`` is written in DI-engine's dialect rather than ours.
+
+    Marks: a ``create_config.env.type`` other than ``'gymnasium'``, any ``import_names`` in
+    ``create_config``, ``policy.cuda`` / ``policy.multi_gpu``, ``policy.model.obs_shape`` /
+    ``action_shape`` / ``encoder_hidden_size_list``, ``policy.eval.evaluator``.
+
+    Example:
+        >>> looks_like_ding({"env": {"id": "CartPole-v1"}}, {"env": {"type": "gymnasium"}})
+        False
+    """
+    create = create or {}
+    for section in create.values():
+        if isinstance(section, Mapping) and "import_names" in section:
+            return True
+    env_type = (create.get("env") or {}).get("type") if isinstance(create.get("env"), Mapping) else None
+    if env_type is not None and env_type != "gymnasium":
+        return True
+    policy = main.get("policy") if isinstance(main.get("policy"), Mapping) else {}
+    if "cuda" in policy or "multi_gpu" in policy:
+        return True
+    model = policy.get("model") if isinstance(policy.get("model"), Mapping) else {}
+    if any(k in model for k in ("obs_shape", "action_shape", "encoder_hidden_size_list")):
+        return True
+    evaluate = policy.get("eval") if isinstance(policy.get("eval"), Mapping) else {}
+    return "evaluator" in evaluate
+
+
+class _Translator:
+    """One translation: reads DI-engine leaves (marking each one used), writes ours, and reports."""
+
+    def __init__(self, main: Mapping, create: Mapping, source: str) -> None:
+        self.main = _flatten(main)
+        self.create = _flatten(create)
+        self.used: set[str] = set()
+        self.known: set[str] = set()  # every DI-engine key this translation knows (for suggestions)
+        self.out: dict[str, Any] = {}
+        self.create_out: dict[str, Any] = {}
+        self.report = TranslationReport(source, "?", "?")
+
+    # --- reading -------------------------------------------------------------------------------------------
+    def has(self, path: str) -> bool:
+        self.known.add(path)
+        return path in self.main
+
+    def take(self, path: str, default: Any = _MISSING) -> Any:
+        """The file's value at ``path`` (marked used), else ``default``."""
+        self.known.add(path)
+        if path in self.main:
+            self.used.add(path)
+            return self.main[path]
+        return default
+
+    def under(self, prefix: str) -> list[str]:
+        return [p for p in self.main if p.startswith(prefix + ".")]
+
+    # --- writing -------------------------------------------------------------------------------------------
+    def put(self, path: str, value: Any) -> None:
+        self.out[path] = value
+
+    def same(self, path: str, ours: str | None = None) -> Any:
+        """A key with the same meaning: copied (renamed to ``ours`` when given)."""
+        value = self.take(path)
+        if value is not _MISSING:
+            target = ours or path
+            self.put(target, value)
+            self.report.add("same" if target == path else "mapped", path if target == path else f"{path} -> {target}")
+        return value
+
+    def default(self, path: str, ours: str, value: Any, why: str) -> Any:
+        """``path`` from the file, else DI-engine's default ``value`` (reported as such); written to ``ours``."""
+        given = self.take(path)
+        if given is _MISSING:
+            self.put(ours, value)
+            self.report.add("default", f"{ours}={short_repr(value)} ({why})")
+            return value
+        self.put(ours, given)
+        if ours == path:
+            self.report.add("same", path)
+        else:
+            self.report.add("mapped", f"{path}={short_repr(given)} -> {ours}")
+        return given
+
+    def ignore(self, path: str, why: str) -> None:
+        if self.take(path) is not _MISSING:
+            self.report.add("ignored", f"{path}: {why}")
+
+    def ignore_under(self, prefix: str, why: str) -> None:
+        self.known.add(prefix)
+        paths = self.under(prefix) + ([prefix] if prefix in self.main else [])
+        for path in paths:
+            self.used.add(path)
+        if paths:
+            self.report.add("ignored", f"{prefix}.*: {why}" if prefix not in paths else f"{prefix}: {why}")
+
+    def require(self, path: str, ok: Any, why: str) -> Any:
+        """Accept ``path`` only with a value in ``ok`` (a tuple of allowed values); refuse it otherwise."""
+        value = self.take(path)
+        if value is not _MISSING and value not in ok:
+            raise ConfigError(f"DI-engine config key {path!r} = {short_repr(value)} cannot be honoured: {why}")
+        return value
+
+
+def _int_at_least(t: _Translator, path: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"DI-engine config key {path!r} must be an int >= {low}, got {short_repr(value)}")
+    return value
+
+
+def _per_collect(iters: int, iters_per_collect: float, n_sample: int) -> int:
+    """DI-engine's ``iters`` train iterations, as env steps: whole collects of ``n_sample`` env steps."""
+    return max(1, math.ceil(iters / iters_per_collect)) * n_sample
+
+
+# ------------------------------------------------------------------------------------------------ sections
+def _create_section(t: _Translator) -> tuple[str, str | None]:
+    c = t.create
+    for path in list(c):
+        if path.endswith("import_names"):
+            t.report.add("ignored", f"create_config.{path}: imports for DI-engine's registries, not needed here")
+    policy = c.get("policy.type")
+    if policy is None:
+        raise ConfigError("create_config.policy.type is missing; DI-engine configs name the policy there")
+    if policy not in _POLICIES:
+        close = difflib.get_close_matches(str(policy), _POLICIES, n=1, cutoff=0.3)
+        hint = f" (closest: {close[0]!r})" if close else ""
+        raise ConfigError(
+            f"DI-engine config key 'create_config.policy.type' = {policy!r} cannot be honoured: ding_dist has the "
+            f"policies {list(_POLICIES)}{hint}"
+        )
+    manager = c.get("env_manager.type", "base")
+    if manager not in _ENV_MANAGERS:
+        raise ConfigError(
+            f"DI-engine config key 'create_config.env_manager.type' = {manager!r} cannot be honoured; "
+            f"known: {sorted(_ENV_MANAGERS)}"
+        )
+    t.create_out.update({"env.type": "gymnasium", "env_manager.type": _ENV_MANAGERS[manager], "policy.type": policy})
+    if "env_manager.type" in c:
+        t.report.add("mapped", f"create_config.env_manager.type={manager!r} -> {_ENV_MANAGERS[manager]!r}")
+    rb = c.get("replay_buffer.type")
+    if rb is not None:
+        if rb not in ("naive", "deque", "advanced", "replay"):
+            raise ConfigError(
+                f"DI-engine config key 'create_config.replay_buffer.type' = {rb!r} cannot be honoured: ding_dist "
+                "has a uniform replay buffer ('naive', 'deque' or 'advanced' without priority)"
+            )
+        t.create_out["replay_buffer.type"] = "replay"
+        t.report.add("mapped", f"create_config.replay_buffer.type={rb!r} -> uniform replay buffer")
+    allowed = {"env.type", "env.import_names", "env_manager.type", "policy.type", "policy.import_names"}
+    allowed |= {"replay_buffer.type", "replay_buffer.import_names"}
+    for path in c:
+        if path not in allowed:
+            close = difflib.get_close_matches(path, sorted(allowed), n=1, cutoff=0.5)
+            hint = f" (did you mean 'create_config.{close[0]}'?)" if close else ""
+            raise ConfigError(f"DI-engine config key 'create_config.{path}' cannot be honoured by ding_dist{hint}")
+    return policy, c.get("env.type")
+
+
+def _env_section(t: _Translator, env_type: str | None, policy: str) -> str:
+    for key in ("collector_env_num", "evaluator_env_num", "n_evaluator_episode", "stop_value"):
+        t.same(f"env.{key}")
+    t.ignore("env.replay_path", "ding_dist records no videos of evaluation episodes")
+    t.ignore_under("env.manager", "DI-engine env-manager tuning; the manager is create_config.env_manager.type")
+    t.ignore("env.type", "the env comes from create_config.env.type")
+    t.ignore("env.import_names", "DI-engine module imports; envs come from gymnasium")
+    env_id = t.take("env.env_id", None)
+    continuous = t.take("env.continuous", False)
+    if env_id is None:
+        if env_type not in DING_ENV_IDS:
+            close = difflib.get_close_matches(str(env_type), list(DING_ENV_IDS), n=1, cutoff=0.5)
+            hint = f" (closest: {close[0]!r})" if close else ""
+            raise ConfigError(
+                f"DI-engine config key 'create_config.env.type' = {env_type!r} cannot be honoured: known DI-engine "
+                f"envs are {sorted(DING_ENV_IDS)}{hint}; or give a gymnasium id with --set env.id=..."
+            )
+        env_id = DING_ENV_IDS[env_type]
+        if env_type == "lunarlander" and continuous:
+            env_id = "LunarLanderContinuous-v3"
+        note = {"cartpole": " (DI-engine's CartPole: v0, 200-step episodes)"}.get(env_type, "")
+        t.report.add("mapped", f"create_config.env.type={env_type!r} -> env.id={env_id!r}{note}")
+    elif env_id in _RENAMED_IDS:
+        t.report.add("mapped", f"env.env_id={env_id!r} -> env.id={_RENAMED_IDS[env_id]!r} (gymnasium 1.x renamed it)")
+        env_id = _RENAMED_IDS[env_id]
+    else:
+        t.report.add("mapped", f"env.env_id={env_id!r} -> env.id")
+    if env_id in _BOX2D_IDS and importlib.util.find_spec("Box2D") is None:
+        raise ConfigError(
+            f"DI-engine env {env_type or env_id!r} is gymnasium's {env_id}, which needs Box2D and it is not "
+            "installed: pip install swig 'gymnasium[box2d]'"
+        )
+    act_scale = t.take("env.act_scale", _MISSING)
+    if act_scale is not _MISSING:
+        if policy == "sac" and act_scale is True:
+            t.report.add("mapped", "env.act_scale=True: SAC maps its [-1, 1] actions onto the env's bounds, as here")
+        elif policy == "sac":
+            raise ConfigError(
+                "DI-engine config key 'env.act_scale' = False cannot be honoured: ding_dist's SAC always maps its "
+                "[-1, 1] actions onto the env's bounds"
+            )
+        else:
+            t.report.add("differs", f"env.act_scale={act_scale!r}: PPO's Gaussian samples are clipped to the bounds")
+    t.put("env.id", env_id)
+    return env_id
+
+
+def _common_policy(t: _Translator, policy: str) -> None:
+    cuda = t.take("policy.cuda", False)
+    device = "auto" if cuda else "cpu"
+    t.put("policy.device", device)
+    why = "the rank's GPU when there is one, else the CPU" if cuda else "DI-engine's default: no GPU"
+    t.report.add(
+        "mapped" if t.has("policy.cuda") else "default", f"policy.cuda={cuda!r} -> policy.device={device!r} ({why})"
+    )
+    for path in ("policy.multi_gpu", "policy.learn.multi_gpu"):
+        if t.take(path, _MISSING) is not _MISSING:
+            t.report.add("ignored", f"{path}: gradients are always synchronized when there is more than one process")
+    on_policy = t.take("policy.on_policy", _ON_POLICY[policy])
+    if on_policy != _ON_POLICY[policy]:
+        raise ConfigError(f"DI-engine config key 'policy.on_policy' = {on_policy!r} cannot be honoured for {policy}")
+    for path in ("policy.priority", "policy.priority_IS_weight"):
+        t.require(path, (False,), "prioritized replay is not implemented in ding_dist")
+    t.require("policy.multi_agent", (False,), "ding_dist has no multi-agent policies")
+    t.require("policy.collect.unroll_len", (1,), "ding_dist learns from single transitions (unroll_len=1)")
+    if t.has("policy.collect.n_episode"):
+        raise ConfigError(
+            "DI-engine config key 'policy.collect.n_episode' cannot be honoured: ding_dist collects a fixed number "
+            "of env steps per iteration (did you mean 'policy.collect.n_sample'?)"
+        )
+    t.require("policy.learn.resume_training", (False,), "resume a ding_dist run with --resume EXP_DIR")
+    t.require("policy.learn.learner.hook.load_ckpt_before_run", ("",), "continue a run with --resume EXP_DIR")
+    t.require("policy.learn.lr_scheduler", (None,), "ding_dist uses a constant learning rate")
+    t.ignore("policy.load_path", "used by DI-engine's eval entry; here: ding-dist eval CONFIG --ckpt PATH")
+    t.ignore("policy.type", "the policy is create_config.policy.type")
+    t.ignore("policy.model.obs_shape", "taken from the env's observation space")
+    t.ignore("policy.model.action_shape", "taken from the env's action space")
+    t.ignore("policy.learn.learner.hook.save_ckpt_after_run", "a checkpoint is always written at the end")
+    t.ignore_under("policy.other.commander", "DI-engine's serial commander has nothing to do here")
+    t.ignore_under("policy.eval.evaluator.render", "no rendering")
+    t.ignore("policy.eval.evaluator.figure_path", "no rendering")
+    t.require("policy.eval.evaluator.type", ("interaction",), "ding_dist evaluates by playing episodes")
+    t.require("policy.collect.collector.type", ("sample",), "ding_dist collects samples (n_sample)")
+    t.ignore("policy.collect.collector.collect_print_freq", "progress is logged every other.log_freq env steps")
+    for key in ("monitor", "periodic_thruput_seconds", "deepcopy", "enable_track_used_data", "type"):
+        t.ignore_under(f"policy.other.replay_buffer.{key}", "replay-buffer bookkeeping, not sampling")
+    t.require("policy.other.replay_buffer.max_use", (float("inf"),), "samples are never evicted for use here")
+    t.same("policy.learn.batch_size")
+    if t.has("policy.eval.evaluator.n_episode"):
+        t.same("policy.eval.evaluator.n_episode", "env.n_evaluator_episode")
+    if t.has("policy.eval.evaluator.stop_value"):
+        t.same("policy.eval.evaluator.stop_value", "env.stop_value")
+    for path in list(t.main):  # DI-engine's compiled configs carry a cfg_type marker per section
+        if path.endswith("cfg_type"):
+            t.used.add(path)
+
+
+def _iteration_counts(t: _Translator, iters_per_collect: int, n_sample: Any, what: str) -> None:
+    """eval_freq and the learner's checkpoint/log hooks: DI-engine's train iterations -> our env steps."""
+    n_sample = _int_at_least(t, "policy.collect.n_sample", n_sample, 1)
+    explain = f"{what} and {n_sample} env steps per collect"
+    given = t.take("policy.eval.evaluator.eval_freq")
+    iters = _DING_EVAL_FREQ if given is _MISSING else _int_at_least(t, "policy.eval.evaluator.eval_freq", given, 0)
+    steps = _per_collect(iters, iters_per_collect, n_sample)
+    t.put("policy.eval.eval_freq", steps)
+    where = "policy.eval.evaluator.eval_freq" if given is not _MISSING else "DI-engine's default eval_freq"
+    t.report.add("converted", f"{where}={iters} train iters -> policy.eval.eval_freq={steps} env steps ({explain})")
+    for di_key, ours in (
+        ("policy.learn.learner.hook.save_ckpt_after_iter", "policy.other.checkpoint.freq"),
+        ("policy.learn.learner.hook.log_show_after_iter", "policy.other.log_freq"),
+    ):
+        value = t.take(di_key)
+        if value is not _MISSING:
+            steps = _per_collect(_int_at_least(t, di_key, value, 1), iters_per_collect, n_sample)
+            t.put(ours, steps)
+            t.report.add("converted", f"{di_key}={value} train iters -> {ours}={steps} env steps")
+
+
+def _dqn(t: _Translator) -> None:
+    d = "DI-engine's DQN default"
+    t.default("policy.discount_factor", "policy.discount_factor", 0.97, d)
+    t.default("policy.nstep", "policy.nstep", 1, d)
+    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
+    dueling = t.take("policy.model.dueling", True)
+    head = t.take("policy.model.head_hidden_size", None) or encoder[-1]
+    layers = t.take("policy.model.head_layer_num", 1)
+    t.require("policy.model.dropout", (None,), "ding_dist's Q-network has no dropout")
+    t.require("policy.model.norm_type", (None,), "ding_dist's Q-network has no normalization layers")
+    if dueling:
+        if layers != 1 or head != encoder[-1]:
+            raise ConfigError(
+                "DI-engine config keys 'policy.model.head_hidden_size'/'head_layer_num' cannot be honoured with "
+                f"dueling: ding_dist's dueling head has one hidden layer of the encoder's width ({encoder[-1]})"
+            )
+        hidden = encoder
+    else:  # DI-engine's plain head adds head_layer_num hidden layers before the output
+        hidden = encoder + [head] * _int_at_least(t, "policy.model.head_layer_num", layers, 0)
+    t.put("policy.model.hidden_sizes", hidden)
+    t.put("policy.model.dueling", bool(dueling))
+    t.put("policy.model.activation", "relu")
+    t.report.add(
+        "mapped",
+        f"policy.model encoder_hidden_size_list={encoder}, dueling={dueling!r} -> policy.model.hidden_sizes={hidden}, "
+        f"dueling={bool(dueling)!r} (ReLU)",
+    )
+    t.default("policy.learn.learning_rate", "policy.learn.learning_rate", 1e-3, d)
+    upc = t.default("policy.learn.update_per_collect", "policy.learn.update_per_collect", 3, d)
+    t.default("policy.learn.target_update_freq", "policy.learn.target_update_freq", 100, d)
+    t.ignore(
+        "policy.learn.target_theta",
+        "DI-engine's DQN uses target_update_freq (hard copies) whenever it is set, and its default sets it",
+    )
+    t.put("policy.learn.target_theta", None)
+    ignore_done = t.take("policy.learn.ignore_done", False)
+    if ignore_done:
+        t.report.add("differs", "policy.learn.ignore_done=True: time-limit ends bootstrap here; terminations do not")
+    t.put("policy.learn.loss", "mse")
+    t.put("policy.learn.grad_clip_norm", NO_CLIP)
+    t.put("policy.learn.double", True)
+    t.report.add(
+        "default", f"policy.learn.loss='mse', double=True, grad_clip_norm={NO_CLIP:g} (DI-engine's DQN: no clipping)"
+    )
+    n_sample = t.default("policy.collect.n_sample", "policy.collect.n_sample", 8, d)
+    batch = t.out.get("policy.learn.batch_size", 64)
+    t.put("policy.learn.batch_size", batch)
+    random_collect = t.take("policy.random_collect_size", 0)
+    starts = max(int(batch), int(random_collect))
+    t.put("policy.learn.learning_starts", starts)
+    t.report.add("converted", f"policy.learn.learning_starts={starts} (DI-engine trains once the buffer holds a batch)")
+    for key, value in (("type", "exp"), ("start", 0.95), ("end", 0.1), ("decay", 10000)):
+        t.default(f"policy.other.eps.{key}", f"policy.other.eps.{key}", value, d)
+    t.default(
+        "policy.other.replay_buffer.replay_buffer_size", "policy.other.replay_buffer.replay_buffer_size", 10000, d
+    )
+    _iteration_counts(t, _int_at_least(t, "policy.learn.update_per_collect", upc, 1), n_sample, f"{upc} train iters")
+
+
+def _ppo(t: _Translator) -> None:
+    d = "DI-engine's PPO default"
+    if t.has("policy.learn.update_per_collect"):
+        raise ConfigError(
+            "DI-engine config key 'policy.learn.update_per_collect' is not read by DI-engine's on-policy PPO "
+            "(did you mean 'policy.learn.epoch_per_collect'?)"
+        )
+    t.require("policy.action_space", ("discrete", "continuous"), "ding_dist's PPO has Categorical and Gaussian heads")
+    t.require("policy.model.action_space", ("discrete", "continuous"), "only discrete and continuous actions")
+    t.ignore("policy.continuous", "taken from the env's action space")
+    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
+    actor = (t.take("policy.model.actor_head_hidden_size", 64), t.take("policy.model.actor_head_layer_num", 1))
+    critic = (t.take("policy.model.critic_head_hidden_size", 64), t.take("policy.model.critic_head_layer_num", 1))
+    share = t.take("policy.model.share_encoder", True)
+    t.ignore("policy.model.sigma_type", "a learned state-independent log-std")
+    t.ignore("policy.model.bound_type", "Gaussian samples are clipped to the env's bounds")
+    hidden = encoder + [actor[0]] * actor[1]
+    t.put("policy.model.hidden_sizes", hidden)
+    t.put("policy.model.activation", "relu")
+    t.report.add(
+        "mapped", f"policy.model encoder={encoder} + actor head {actor[0]} x {actor[1]} -> hidden_sizes={hidden} (ReLU)"
+    )
+    if critic != actor:
+        t.report.add("differs", f"critic head {critic[0]} x {critic[1]}: the critic uses hidden_sizes={hidden} too")
+    if share:
+        t.report.add("differs", "share_encoder=True: actor and critic are separate MLPs of hidden_sizes here")
+    ppo_init = t.take("policy.learn.ppo_param_init", True)
+    if ppo_init:
+        t.put("policy.model.log_std_init", -0.5)
+    for key, value in (
+        ("epoch_per_collect", 10),
+        ("learning_rate", 3e-4),
+        ("value_weight", 0.5),
+        ("entropy_weight", 0.0),
+        ("clip_ratio", 0.2),
+        ("adv_norm", True),
+    ):
+        t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
+    clip = t.out["policy.learn.clip_ratio"]
+    t.put("policy.learn.value_clip_ratio", clip)
+    t.report.add(
+        "default", f"policy.learn.value_clip_ratio={clip!r} (DI-engine's PPO clips the value loss by clip_ratio)"
+    )
+    clip_type = t.require("policy.learn.grad_clip_type", ("clip_norm", None), "only gradient-norm clipping")
+    clip_value = t.take("policy.learn.grad_clip_value", 0.5)
+    t.put("policy.learn.grad_clip_norm", NO_CLIP if clip_type is None else clip_value)
+    t.report.add(
+        "mapped", f"policy.learn.grad_clip_type/value -> grad_clip_norm={None if clip_type is None else clip_value!r}"
+    )
+    value_norm = t.take("policy.learn.value_norm", True)
+    recompute = t.take("policy.recompute_adv", True)
+    lacking = [name for name, on in (("value_norm", value_norm), ("recompute_adv", recompute)) if on]
+    if lacking:
+        t.report.add("differs", f"{', '.join(lacking)}=True: not implemented here (advantages once per collect)")
+    if t.take("policy.learn.ignore_done", False):
+        t.report.add("differs", "policy.learn.ignore_done=True: time-limit ends bootstrap here; terminations do not")
+    t.require("policy.nstep_return", (False,), "ding_dist's PPO uses GAE returns")
+    t.ignore("policy.transition_with_policy_data", "rollouts always keep log-probs and values")
+    for key, value in (("discount_factor", 0.99), ("gae_lambda", 0.95)):
+        t.default(f"policy.collect.{key}", f"policy.collect.{key}", value, d)
+    n_sample = t.take("policy.collect.n_sample", _MISSING)
+    if n_sample is _MISSING:
+        raise ConfigError(
+            "DI-engine config key 'policy.collect.n_sample' is required for PPO (DI-engine has no default)"
+        )
+    t.put("policy.collect.n_sample", _int_at_least(t, "policy.collect.n_sample", n_sample, 1))
+    t.report.add("same", "policy.collect.n_sample")
+    if "policy.learn.batch_size" not in t.out:
+        t.put("policy.learn.batch_size", 64)
+    _iteration_counts(t, 1, n_sample, "1 train iter (all epochs)")
+
+
+def _sac(t: _Translator) -> None:
+    d = "DI-engine's SAC default"
+    t.require("policy.model.twin_critic", (True,), "ding_dist's SAC always has twin critics")
+    t.require("policy.model.action_space", ("reparameterization",), "ding_dist's SAC samples reparameterized")
+    t.require("policy.model.actor_head_type", ("reparameterization",), "ding_dist's SAC samples reparameterized")
+    t.require("policy.model.value_network", (False,), "ding_dist's SAC has no separate value network")
+    t.require("policy.learn.value_network", (False,), "ding_dist's SAC has no separate value network")
+    t.require("policy.learn.reparameterization", (True,), "ding_dist's SAC samples reparameterized")
+    t.require("policy.learn.log_space", (True,), "ding_dist tunes log(alpha)")
+    actor = (t.take("policy.model.actor_head_hidden_size", 64), t.take("policy.model.actor_head_layer_num", 1))
+    critic = (t.take("policy.model.critic_head_hidden_size", 64), t.take("policy.model.critic_head_layer_num", 1))
+    actor_hidden, critic_hidden = [actor[0]] * (1 + actor[1]), [critic[0]] * (1 + critic[1])
+    t.put("policy.model.actor_hidden_sizes", actor_hidden)
+    t.put("policy.model.critic_hidden_sizes", critic_hidden)
+    t.put("policy.model.activation", "relu")
+    t.report.add(
+        "mapped",
+        f"policy.model head sizes -> actor_hidden_sizes={actor_hidden}, critic_hidden_sizes={critic_hidden}",
+    )
+    t.report.add("differs", "log-std bounds: squashed into [-5, 2] here, clamped to [-20, 2] in DI-engine")
+    t.ignore("policy.learn.init_w", "the last layers keep torch's default initialization")
+    t.ignore("policy.collect.noise_sigma", "SAC explores by sampling its policy")
+    t.ignore("policy.collect.collector_logit", "SAC stores actions only")
+    for key, value in (
+        ("learning_rate_q", 3e-4),
+        ("learning_rate_policy", 3e-4),
+        ("learning_rate_alpha", 3e-4),
+        ("target_theta", 0.005),
+        ("alpha", 0.2),
+        ("auto_alpha", True),
+    ):
+        t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
+    if t.has("policy.learn.target_entropy"):
+        t.same("policy.learn.target_entropy")
+    t.default("policy.learn.discount_factor", "policy.discount_factor", 0.99, d)
+    upc = t.default("policy.learn.update_per_collect", "policy.learn.update_per_collect", 1, d)
+    n_sample = t.default("policy.collect.n_sample", "policy.collect.n_sample", 1, d)
+    batch = t.out.get("policy.learn.batch_size", 256)
+    t.put("policy.learn.batch_size", batch)
+    random_collect = t.take("policy.random_collect_size", 10000)
+    starts = max(int(batch), int(random_collect))
+    t.put("policy.learn.learning_starts", starts)
+    t.report.add(
+        "converted",
+        f"policy.random_collect_size={random_collect} -> policy.learn.learning_starts={starts} (random actions)",
+    )
+    if t.take("policy.learn.ignore_done", False):
+        t.report.add("mapped", "policy.learn.ignore_done=True: time-limit ends bootstrap here (gymnasium truncation)")
+    t.put("policy.learn.grad_clip_norm", None)
+    t.default(
+        "policy.other.replay_buffer.replay_buffer_size", "policy.other.replay_buffer.replay_buffer_size", 1_000_000, d
+    )
+    _iteration_counts(t, _int_at_least(t, "policy.learn.update_per_collect", upc, 1), n_sample, f"{upc} train iters")
+
+
+def _translate(t: _Translator) -> None:
+    policy, env_type = _create_section(t)
+    t.report.policy = policy
+    if t.has("exp_name"):
+        t.same("exp_name")
+    if t.has("seed"):
+        t.same("seed")
+    env_id = _env_section(t, env_type, policy)
+    t.report.env_id = env_id
+    _common_policy(t, policy)
+    if policy == "dqn":
+        _dqn(t)
+    elif policy == "ppo":
+        _ppo(t)
+    else:
+        _sac(t)
+
+
+def _known_keys(policy: str) -> set[str]:
+    """Every DI-engine key the translation of a ``policy`` config reads (from a dry run on an empty config)."""
+    probe = _Translator({}, {"env": {"type": "cartpole"}, "policy": {"type": policy}}, "probe")
+    probe.main["policy.collect.n_sample"] = 8  # PPO requires it
+    _translate(probe)
+    return probe.known
+
+
+def _split_overrides(
+    overrides: Sequence[str], main: Mapping, policy: str | None
+) -> tuple[list[str], list[str], list[str]]:
+    """``--set`` items: (DI-engine keys, applied before translation; create_config ones; ours, applied after)."""
+    raw = _flatten(main)
+    known = _known_keys(policy) if policy in _POLICIES else set()
+    ding, create, ours = [], [], []
+    for text in overrides:
+        if not isinstance(text, str):
+            ours.append(text)  # compile_config reports the bad item
+            continue
+        parts, _ = parse_override(text)
+        path = ".".join(parts)
+        if parts[0] == "create_config":
+            create.append(text.strip()[len("create_config.") :])
+        elif path in raw or path in known or any(p.startswith(path + ".") for p in raw):
+            ding.append(text)
+        else:
+            ours.append(text)
+    return ding, create, ours
+
+
+def translate_ding_config(
+    main: Mapping, create: Mapping | None, overrides: Sequence[str] = (), source: str = "the config"
+) -> tuple[EasyDict, EasyDict, list[str], TranslationReport]:
+    """Translate a DI-engine ``(main_config, create_config)`` into ours; returns ``(main, create, overrides, report)``.
+
+    ``overrides`` (``--set`` items) naming DI-engine keys (those in the file or known to the translation) are
+    applied to the DI-engine config first, with DI-engine's meaning; ``create_config.*`` ones to its
+    ``create_config``; the rest (ding_dist keys, e.g. ``policy.sync.algorithm``) are returned to be applied
+    to the translated config. Raises :class:`ConfigError` for keys that cannot be honoured.
+
+    Example:
+        >>> m = {"policy": {"cuda": True, "collect": {"n_sample": 256}}}
+        >>> c = {"env": {"type": "cartpole"}, "policy": {"type": "ppo"}}
+        >>> sets = ["policy.learn.entropy_weight=0.01", "policy.sync.algorithm=bytegrad"]
+        >>> ours, _, rest, _ = translate_ding_config(m, c, sets)
+        >>> ours.policy.device, ours.policy.learn.entropy_weight, rest
+        ('auto', 0.01, ['policy.sync.algorithm=bytegrad'])
+    """
+    main, create = to_plain(main), to_plain(create or {})
+    policy = (create.get("policy") or {}).get("type") if isinstance(create.get("policy"), Mapping) else None
+    ding, create_sets, ours = _split_overrides(list(overrides), main, policy)
+    apply_overrides(main, ding)
+    apply_overrides(create, create_sets)
+    t = _Translator(main, create, source)
+    _translate(t)
+    left = sorted(p for p in t.main if p not in t.used)
+    if left:
+        path = left[0]
+        close = difflib.get_close_matches(path, sorted(t.known), n=1, cutoff=0.6)
+        leaf = path.rsplit(".", 1)[-1]
+        if not close:
+            by_leaf = {k.rsplit(".", 1)[-1]: k for k in sorted(t.known)}
+            near = difflib.get_close_matches(leaf, list(by_leaf), n=1, cutoff=0.75)
+            close = [by_leaf[near[0]]] if near else []
+        hint = f" (closest key it knows: {close[0]!r})" if close else ""
+        raise ConfigError(
+            f"DI-engine config key {path!r} = {short_repr(t.main[path])} cannot be honoured by ding_dist{hint}"
+        )
+    for text in ding + [f"create_config.{c}" for c in create_sets]:
+        t.report.add("set", f"{text} (DI-engine's meaning, before the translation)")
+    for text in ours:
+        t.report.add("set", f"{text} (ding_dist's key)")
+    out = _nest(t.out)
+    return EasyDict(out), EasyDict(_nest(t.create_out)), ours, t.report
+
+
+def _is_rank0() -> bool:
+    for name in ("RANK", "SLURM_PROCID"):
+        if os.environ.get(name, "0") not in ("0", ""):
+            return False
+    from ding_dist.comm import get_rank
+
+    return get_rank() == 0
+
+
+def _emit(report: TranslationReport) -> None:
+    """Print the report to stderr, once per job (per process, and not again in the ranks a launcher starts)."""
+    text = report.render()
+    key = hashlib.sha1(repr(report.lines).encode()).hexdigest()[:16]  # the same translation, whatever its source
+    if key in _reported or os.environ.get(_REPORTED_ENV) == key:
+        return
+    _reported.add(key)
+    if _is_rank0():
+        print(text, file=sys.stderr, flush=True)
+        os.environ[_REPORTED_ENV] = key
+
+
+def translate_if_ding(
+    main: Mapping, create: Mapping | None, overrides: Sequence[str] = (), source: Any = None
+) -> tuple[Mapping, Mapping, Sequence[str]]:
+    """The pipeline's hook: a DI-engine config comes back translated (report printed on rank 0), ours as it is.
+
+    ``source`` names the config in the report: a path (its file name is shown), else "the config".
+
+    Example:
+        >>> translate_if_ding({"env": {"id": "CartPole-v1"}}, {"policy": {"type": "dqn"}}, ["seed=1"])
+        ({'env': {'id': 'CartPole-v1'}}, {'policy': {'type': 'dqn'}}, ['seed=1'])
+    """
+    if not looks_like_ding(main, create):
+        return main, create, overrides
+    name = os.path.basename(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else "the config"
+    ours, our_create, rest, report = translate_ding_config(main, create, overrides, name)
+    _emit(report)
+    return ours, our_create, rest
