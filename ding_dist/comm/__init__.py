@@ -39,7 +39,16 @@ from .devices import (
     rank_cuda_index,
     resolve_device,
 )
-from .groups import get_group, simple_group_split
+from .groups import get_group, new_group, simple_group_split
+from .heartbeat import (
+    Heartbeat,
+    HeartbeatMonitor,
+    current_heartbeat,
+    heartbeat_scope,
+    start_heartbeat,
+    stop_heartbeat,
+    watch_heartbeats,
+)
 from .helpers import error_wrapper, to_ddp_config
 from .init import (
     DDPContext,
@@ -63,7 +72,14 @@ from .objects import (
     broadcast_object,
     broadcast_object_list,
 )
-from .settings import LaunchSettings, expand_slurm_nodelist, free_port, resolve_launch_settings, resolve_timeout
+from .settings import (
+    LaunchSettings,
+    expand_slurm_nodelist,
+    free_port,
+    resolve_heartbeat,
+    resolve_launch_settings,
+    resolve_timeout,
+)
 
 __all__ = [
     "DeviceMismatchError",
@@ -79,6 +95,13 @@ __all__ = [
     "debug_enabled",
     "health_check",
     "set_debug",
+    "Heartbeat",
+    "HeartbeatMonitor",
+    "current_heartbeat",
+    "heartbeat_scope",
+    "start_heartbeat",
+    "stop_heartbeat",
+    "watch_heartbeats",
     "CommHandle",
     "DDPContext",
     "DistContext",
@@ -116,9 +139,11 @@ __all__ = [
     "is_fake",
     "isend",
     "launch",
+    "new_group",
     "recv",
     "reduce_data",
     "reduce_op",
+    "resolve_heartbeat",
     "resolve_launch_settings",
     "resolve_timeout",
     "send",

@@ -215,7 +215,8 @@ def health_check(timeout: float = 30.0, group: Any = None) -> None:
         return
     if group not in _side_groups:
         ranks = None if group is None else dist.get_process_group_ranks(group)
-        _side_groups[group] = dist.new_group(ranks=ranks, backend="gloo")
+        # A subgroup's side group needs only its members (e.g. the learners of an actor-learner run).
+        _side_groups[group] = dist.new_group(ranks=ranks, backend="gloo", use_local_synchronization=ranks is not None)
     start = time.monotonic()
     try:
         dist.monitored_barrier(group=_side_groups[group], timeout=timedelta(seconds=timeout), wait_all_ranks=True)

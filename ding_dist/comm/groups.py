@@ -46,6 +46,26 @@ def get_group(group_size: int) -> Any:
     return _groups[group_size]
 
 
+def new_group(ranks: list[int], backend: str | None = None) -> Any:
+    """A process group of the global ``ranks`` (``torch.distributed.new_group``; every rank of the world calls
+    it, with the same arguments in the same order). A rank outside ``ranks`` gets the non-member placeholder,
+    with which every helper is a no-op. ``backend``: e.g. ``"gloo"`` for a CPU-only group (default: the
+    world's). On the fake link (a world of one) it returns the group of one.
+
+    Example:
+        >>> new_group([0]).size()
+        1
+    """
+    link = current_link()
+    world_size = link.world_size()
+    ranks = sorted(int(r) for r in ranks)
+    if not ranks or len(set(ranks)) != len(ranks) or ranks[0] < 0 or ranks[-1] >= world_size:
+        raise ValueError(f"ranks must be distinct ranks of the world of {world_size}, got {ranks}")
+    if link.is_fake:
+        return SINGLE_PROCESS_GROUP
+    return dist.new_group(ranks, backend=backend)
+
+
 def simple_group_split(world_size: int, rank: int, num_groups: int) -> Any:
     """Split ``world_size`` ranks into ``num_groups`` consecutive groups and return ``rank``'s group.
 

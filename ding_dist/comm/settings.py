@@ -6,6 +6,7 @@ testable without the launcher.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -237,3 +238,54 @@ def resolve_timeout(timeout: float | None = None, env: Mapping[str, str] | None 
     if not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
     return float(timeout)
+
+
+HEARTBEAT_ENV = "DING_DIST_HEARTBEAT_S"
+HEARTBEAT_GRACE_ENV = "DING_DIST_HEARTBEAT_GRACE_S"
+DEFAULT_HEARTBEAT_S = 2.0
+DEFAULT_HEARTBEAT_GRACE_S = 10.0
+
+
+def _seconds_from(value: float | str | None, name: str, env: Mapping[str, str]) -> float | None:
+    """``value`` as seconds, else the variable ``name`` of ``env``, else None; a finite number >= 0."""
+    what = "argument" if value is not None else name
+    if value is None and name in env:
+        value = env[name]
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a number of seconds, got {value!r}") from None
+    if isinstance(value, bool) or not (math.isfinite(seconds) and seconds >= 0):
+        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value!r}")
+    return seconds
+
+
+def resolve_heartbeat(
+    period: float | None = None, grace: float | None = None, env: Mapping[str, str] | None = None
+) -> tuple[float, float]:
+    """Heartbeat ``(period, grace)`` in seconds: the arguments, else ``$DING_DIST_HEARTBEAT_S`` and
+    ``$DING_DIST_HEARTBEAT_GRACE_S``, else 2 s and 10 s (at least 5 periods). Period 0 turns it off.
+
+    A rank whose heartbeat has not changed for ``grace`` seconds counts as frozen; the grace must be at
+    least twice the period, so one late beat is never taken for a freeze.
+
+    Example:
+        >>> resolve_heartbeat(env={"DING_DIST_HEARTBEAT_S": "0.5", "DING_DIST_HEARTBEAT_GRACE_S": "3"})
+        (0.5, 3.0)
+        >>> resolve_heartbeat(env={})
+        (2.0, 10.0)
+    """
+    env = os.environ if env is None else env
+    period_s = _seconds_from(period, HEARTBEAT_ENV, env)
+    period_s = DEFAULT_HEARTBEAT_S if period_s is None else period_s
+    grace_s = _seconds_from(grace, HEARTBEAT_GRACE_ENV, env)
+    if grace_s is None:
+        grace_s = max(DEFAULT_HEARTBEAT_GRACE_S, 5 * period_s)
+    if period_s > 0 and grace_s < 2 * period_s:
+        raise ValueError(
+            f"the heartbeat grace ({grace_s:g} s, {HEARTBEAT_GRACE_ENV}) must be at least twice its period "
+            f"({period_s:g} s, {HEARTBEAT_ENV}): a rank would count as frozen between two beats"
+        )
+    return period_s, grace_s

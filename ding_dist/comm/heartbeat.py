@@ -1,0 +1,514 @@
+"""Liveness heartbeat: a frozen rank (SIGSTOP, a hung host) is found in seconds, whatever the collective timeout.
+
+Each rank runs a daemon thread that writes a counter into a torch ``TCPStore`` every ``period`` seconds.
+A frozen process stops all its threads, so its counter stops. Who watches the counters:
+
+- a launcher (``ding-dist train --nproc N``, ``launch``): it serves the store (``HeartbeatMonitor``) and
+  SIGKILLs a rank whose counter has not moved for ``grace`` seconds; a SIGSTOPped process cannot answer
+  SIGTERM, SIGKILL needs no SIGCONT;
+- otherwise (torchrun or SLURM started the ranks) every rank watches the others through the process
+  group's store, and a rank that finds a silent peer logs a line naming it and exits with code 1, so
+  the launcher ends the job.
+
+"Progress" is the liveness of the heartbeat thread: a rank stuck in an endless loop or a deadlock of
+its main thread keeps beating (the collective timeout and the health check find it). Settings:
+``$DING_DIST_HEARTBEAT_S`` (period, default 2 s; 0 turns the heartbeat off) and
+``$DING_DIST_HEARTBEAT_GRACE_S`` (default 10 s), or the arguments. See docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import torch.distributed as dist
+
+from . import init as _init
+from .debug import DeadRankError
+from .init import on_finalize
+from .link import current_link
+from .settings import HEARTBEAT_ENV, HEARTBEAT_GRACE_ENV, resolve_heartbeat
+
+__all__ = [
+    "STORE_ENV",
+    "Heartbeat",
+    "HeartbeatMonitor",
+    "current_heartbeat",
+    "heartbeat_scope",
+    "start_heartbeat",
+    "stop_heartbeat",
+    "watch_heartbeats",
+]
+
+logger = logging.getLogger(__name__)
+
+#: ``host:port`` of the store a launcher serves and watches; set by the launcher for its ranks.
+STORE_ENV = "DING_DIST_HEARTBEAT_STORE"
+KEY_PREFIX = "ding_dist/heartbeat/"
+#: Exit code of a rank that ends itself because a peer stopped beating (no launcher watches).
+EXIT_FROZEN_PEER = 1
+_AGENT_STORE_ENV = "TORCHELASTIC_USE_AGENT_STORE"  # torchrun: the workers share the agent's store
+_RESTART_ENV = "TORCHELASTIC_RESTART_COUNT"
+
+
+def _key(rank: int) -> str:
+    return f"{KEY_PREFIX}{rank}"
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"heartbeat store address must be 'host:port', got {address!r}")
+    return host.strip("[]"), int(port)
+
+
+def _frozen_message(rank: int, world_size: int, silent_s: float, grace: float) -> str:
+    return (
+        f"rank {rank} of {world_size} stopped making progress: no heartbeat for {silent_s:.1f} s "
+        f"(grace {grace:g} s, {HEARTBEAT_GRACE_ENV}); it is frozen (e.g. SIGSTOP) or hung in code that holds the GIL"
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    """True when ``pid`` runs (or is stopped) on this host; a zombie counts as dead."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):  # no /proc (macOS): ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+class Heartbeat:
+    """One rank's heartbeat thread and, with ``watch=True``, its watch over the other ranks.
+
+    Made by :func:`start_heartbeat`; ``stop()`` (also run by ``dist_finalize``) ends both threads.
+    ``beats`` counts the beats written.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        rank: int,
+        world_size: int,
+        period: float,
+        grace: float,
+        *,
+        watch: bool,
+        store_rank: int | None = None,
+        address: str = "",
+    ) -> None:
+        self.store, self.rank, self.world_size = store, rank, world_size
+        self.period, self.grace, self.watch = period, grace, watch
+        self.store_rank, self.address = store_rank, address  # the rank serving the store (None: a launcher)
+        self.generation = int(os.environ.get(_RESTART_ENV, "0") or 0)
+        self.beats = 0
+        self._pid, self._host = os.getpid(), socket.gethostname()
+        self._stop = threading.Event()
+        self._seen: dict[int, tuple[int, float]] = {}  # peer -> (its counter, when it last changed)
+        self._busy_since: float | None = None  # when the store call in progress began
+        self._failing = False  # the last store call failed at once: its server is gone, we know nothing
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def running(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
+    def start(self) -> Heartbeat:
+        self._threads = [threading.Thread(target=self._beat_loop, name="ding_dist-heartbeat", daemon=True)]
+        if self.watch:
+            self._threads.append(
+                threading.Thread(target=self._watch_loop, name="ding_dist-heartbeat-watch", daemon=True)
+            )
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """End the threads (waits at most ``timeout`` s; they are daemons, so exit never hangs on them)."""
+        self._stop.set()
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout)
+
+    # --- the beating thread ------------------------------------------------------------------------
+    def _value(self, state: str) -> str:
+        return json.dumps(
+            {"seq": self.beats, "pid": self._pid, "host": self._host, "state": state, "gen": self.generation}
+        )
+
+    def _beat_loop(self) -> None:
+        key = _key(self.rank)
+        while not self._stop.is_set():
+            self._busy_since = time.monotonic()
+            try:
+                self.beats += 1
+                self.store.set(key, self._value("alive"))
+                if self.watch:
+                    self._read_peers()
+            except Exception as exc:  # the store's server is gone (e.g. its rank finished): the job is ending
+                if not self._failing:
+                    logger.debug("rank %d: heartbeat store error: %s", self.rank, exc)
+                self._failing = True
+            self._busy_since = None
+            self._stop.wait(self.period)
+        with contextlib.suppress(Exception):  # a clean stop: watchers must not take the silence for a freeze
+            self.store.set(key, self._value("stopped"))
+
+    def _read_peers(self) -> None:
+        keys = [_key(r) for r in range(self.world_size) if r != self.rank]
+        if self.store.check(keys):
+            values = dict(zip(keys, self.store.multi_get(keys)))
+        else:  # some peer has not beaten yet
+            values = {k: self.store.get(k) for k in keys if self.store.check([k])}
+        now = time.monotonic()
+        if self._failing:  # the store is back: the time it was away does not count as silence
+            self._seen = {peer: (seq, now) for peer, (seq, _) in self._seen.items()}
+            self._failing = False
+        for key, raw in values.items():
+            peer, beat = int(key[len(KEY_PREFIX) :]), json.loads(raw)
+            if beat.get("gen") != self.generation:
+                continue  # left by an earlier generation of the job (before a restart)
+            if beat.get("state") != "alive":
+                self._seen.pop(peer, None)
+            elif peer not in self._seen or self._seen[peer][0] != beat["seq"]:
+                self._seen[peer] = (beat["seq"], now)
+
+    # --- the watching thread (no store calls: a frozen store host must not freeze the watch) ------
+    def _watch_loop(self) -> None:
+        while not self._stop.wait(min(self.period, 1.0)):
+            found = self.silent_peers()
+            if found is not None:
+                self._end_rank(*found)
+                return
+
+    def silent_peers(self, now: float | None = None) -> tuple[str, list[int]] | None:
+        """``(message, ranks)`` when a peer (or the store's host) has been silent for longer than the grace.
+
+        A store call that hangs means its host is frozen (all its threads stop, the store's too): then only
+        that rank is named, not every rank whose beats could no longer be read. A call that fails at once
+        means the store's host is gone (it finished or died): nothing is judged until the store answers.
+        """
+        now = time.monotonic() if now is None else now
+        busy = self._busy_since
+        store_silent = 0.0 if busy is None else now - busy
+        silent = sorted(r for r, (_, changed) in list(self._seen.items()) if now - changed > self.grace)
+        host = self.store_rank
+        if store_silent > self.grace or (silent and store_silent > 2 * self.period):
+            if host is not None and host != self.rank:
+                message = _frozen_message(host, self.world_size, store_silent, self.grace)
+                return f"{message} (the heartbeat store it serves at {self.address} stopped answering)", [host]
+            if store_silent > self.grace:
+                return f"the heartbeat store at {self.address} has not answered for {store_silent:.1f} s", []
+        if not silent or self._failing:
+            return None
+        lines = [_frozen_message(r, self.world_size, now - self._seen[r][1], self.grace) for r in silent]
+        return "; ".join(lines), silent
+
+    def _end_rank(self, message: str, ranks: list[int]) -> None:
+        """No launcher watches: end this rank, so the launcher ends the job (its main thread may be blocked in a
+        collective that waits for the frozen peer, so nothing gentler would run)."""
+        error = DeadRankError(f"{message}; rank {self.rank} ends itself (exit code 1) so that the job ends", ranks)
+        sys.stderr.write(f"[rank {self.rank}] ding_dist: error: {type(error).__name__}: {error}\n")
+        sys.stderr.flush()
+        if os.environ.get("TORCHELASTIC_ERROR_FILE"):  # the summary of torchrun (and ding-dist) shows it
+            with contextlib.suppress(Exception):
+                from torch.distributed.elastic.multiprocessing.errors import get_error_handler
+
+                get_error_handler().record_exception(error)
+        os._exit(EXIT_FROZEN_PEER)
+
+
+_current: Heartbeat | None = None
+_lock = threading.Lock()
+
+
+def _process_group_store() -> tuple[str, int, int | None] | None:
+    """``(host, port, rank serving it)`` of the process group's TCP store, or None when unknown."""
+    settings = _init._settings
+    if not settings.is_fake:
+        host, port = settings.addr, settings.port
+    elif "MASTER_ADDR" in os.environ and os.environ.get("MASTER_PORT", "").isdigit():
+        host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    else:
+        return None
+    agent = os.environ.get(_AGENT_STORE_ENV, "").lower() in ("1", "true")
+    return host, port, None if agent else 0
+
+
+def start_heartbeat(
+    period: float | None = None, grace: float | None = None, *, store: str | None = None, watch: bool | None = None
+) -> Heartbeat | None:
+    """Start this rank's heartbeat thread (once: a running one is returned); None on the fake link or when off.
+
+    ``period``/``grace`` default to ``$DING_DIST_HEARTBEAT_S``/``$DING_DIST_HEARTBEAT_GRACE_S`` (2 s, 10 s).
+    ``store`` is the ``host:port`` of a launcher's store (default ``$DING_DIST_HEARTBEAT_STORE``); without one
+    the beats go to the process group's store and ``watch`` defaults to True: this rank then watches the
+    others and ends itself (exit code 1) naming a rank that stopped beating. ``dist_finalize`` (and exit)
+    stops it.
+
+    Example:
+        >>> start_heartbeat() is None   # the fake link: nothing to watch
+        True
+    """
+    global _current
+    with _lock:
+        if _current is not None and _current.running:
+            return _current
+        link = current_link()
+        if link.is_fake:
+            return None
+        period_s, grace_s = resolve_heartbeat(period, grace)
+        if period_s == 0:
+            return None
+        rank, world_size = link.rank(None), link.world_size(None)
+        address = store if store is not None else os.environ.get(STORE_ENV) or None
+        watched = address is not None  # a launcher serves the store and watches it
+        watch = not watched if watch is None else watch
+        store_rank: int | None = None
+        if address is None:
+            if world_size == 1:
+                return None  # a world of one that nobody watches
+            found = _process_group_store()
+            if found is None:
+                logger.warning("rank %d: no heartbeat: the process group's store address is unknown", rank)
+                return None
+            host, port, store_rank = found
+            address = f"{host}:{port}"
+        else:
+            host, port = _split_address(address)
+        try:
+            client = dist.TCPStore(
+                host, port, is_master=False, timeout=timedelta(seconds=grace_s), wait_for_workers=False
+            )
+        except Exception as exc:  # training goes on; only the quick freeze detection is lost
+            logger.warning("rank %d: no heartbeat: cannot reach the store at %s: %s", rank, address, exc)
+            return None
+        beat = Heartbeat(
+            client, rank, world_size, period_s, grace_s, watch=watch, store_rank=store_rank, address=address
+        )
+        _current = beat.start()
+        return beat
+
+
+def stop_heartbeat() -> None:
+    """Stop this rank's heartbeat (no-op when none runs); ``dist_finalize`` calls it.
+
+    Example:
+        >>> stop_heartbeat()
+    """
+    global _current
+    with _lock:
+        beat, _current = _current, None
+    if beat is not None:
+        beat.stop()
+
+
+def current_heartbeat() -> Heartbeat | None:
+    """The running heartbeat of this process, or None.
+
+    Example:
+        >>> current_heartbeat() is None   # the fake link
+        True
+    """
+    return _current if _current is not None and _current.running else None
+
+
+@contextlib.contextmanager
+def heartbeat_scope(period: float | None = None, grace: float | None = None) -> Iterator[Heartbeat | None]:
+    """Run a heartbeat for the block; one started before the block is reused and left running.
+
+    Example:
+        >>> with heartbeat_scope() as beat:   # the fake link: no heartbeat
+        ...     print(beat)
+        None
+    """
+    running = current_heartbeat()
+    beat = running or start_heartbeat(period, grace)
+    try:
+        yield beat
+    finally:
+        if running is None and beat is not None and _current is beat:
+            stop_heartbeat()
+
+
+def _forget_in_child() -> None:  # a forked child (e.g. an env worker) has none of the parent's threads
+    global _current, _lock
+    _current, _lock = None, threading.Lock()
+
+
+on_finalize(stop_heartbeat)
+# At exit too (no dist_finalize): a store call still in flight while the interpreter tears down aborts it.
+atexit.register(stop_heartbeat)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
+# ------------------------------------------------------------------------------------ launcher side
+def _kill_rank(rank: int, pid: int, message: str, prefix: str) -> None:
+    """Print ``message`` and SIGKILL ``pid`` (with its process group when it leads one, e.g. under torchrun)."""
+    # On a line of its own: a rank's progress bar may hold the terminal's current line.
+    sys.stderr.write(f"\n{prefix}: {message}; killing it (pid {pid}) with SIGKILL\n")
+    sys.stderr.flush()
+    try:
+        if hasattr(os, "killpg") and os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)  # its async env workers too
+        else:
+            os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class HeartbeatMonitor:
+    """A launcher's watch over ``nproc`` ranks: serves the store they beat into and acts on a silent rank.
+
+    ``env()`` holds the variables the ranks need (the store's address and the same period and grace).
+    ``poll()`` reads every rank's counter (rate-limited to twice a period, at most once a second) and calls
+    ``on_stale(rank, pid, message)`` once for each rank on this host whose counter has not moved for
+    ``grace`` seconds; by default it prints the message and SIGKILLs the rank. A rank counts from its first
+    beat; a rank that stopped its heartbeat cleanly or whose process is gone is not judged. ``start()``
+    polls in a daemon thread; ``stop()`` ends it and closes the store. ``stale`` maps rank -> message.
+
+    Example:
+        >>> with HeartbeatMonitor(2, period=1, grace=5) as monitor:   # doctest: +SKIP
+        ...     os.environ.update(monitor.env())   # then start the ranks
+    """
+
+    def __init__(
+        self,
+        nproc: int,
+        period: float | None = None,
+        grace: float | None = None,
+        *,
+        on_stale: Callable[[int, int, str], None] | None = None,
+        prefix: str = "ding_dist",
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.nproc = nproc
+        self.period, self.grace = resolve_heartbeat(period, grace)
+        if self.period == 0:
+            raise ValueError(f"HeartbeatMonitor needs a heartbeat period > 0 ({HEARTBEAT_ENV}=0 turns it off)")
+        self.interval = min(self.period / 2, 1.0)
+        self._on_stale = on_stale or (lambda rank, pid, message: _kill_rank(rank, pid, message, prefix))
+        self._store = dist.TCPStore(host, 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30))
+        self.address = f"{host}:{self._store.port}"
+        self._host = socket.gethostname()
+        self._seen: dict[int, tuple[int, int, float]] = {}  # rank -> (pid, counter, when it last changed)
+        self.stale: dict[int, str] = {}
+        self._judged: set[int] = set()  # pids already acted on
+        self._last_poll = -float("inf")
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def env(self) -> dict[str, str]:
+        """Variables for the ranks: the store's address, the period and the grace."""
+        return {STORE_ENV: self.address, HEARTBEAT_ENV: repr(self.period), HEARTBEAT_GRACE_ENV: repr(self.grace)}
+
+    def poll(self, now: float | None = None) -> list[int]:
+        """Judge every rank once (when due); return the ranks newly found silent."""
+        now = time.monotonic() if now is None else now
+        if now - self._last_poll < self.interval:
+            return []
+        self._last_poll = now
+        found = []
+        for rank in range(self.nproc):
+            key = _key(rank)
+            if not self._store.check([key]):
+                continue
+            beat = json.loads(self._store.get(key))
+            pid, seq = beat["pid"], beat["seq"]
+            last = self._seen.get(rank)
+            if last is None or last[:2] != (pid, seq):  # a new beat, or a new process (a restart)
+                self._seen[rank] = (pid, seq, now)
+                continue
+            silent_s = now - last[2]
+            if beat["state"] != "alive" or silent_s <= self.grace or pid in self._judged:
+                continue
+            if beat["host"] != self._host or not _pid_alive(pid):
+                continue  # another host's, or gone: the launcher sees it exit
+            self._judged.add(pid)
+            self.stale[rank] = _frozen_message(rank, self.nproc, silent_s, self.grace)
+            found.append(rank)
+            self._on_stale(rank, pid, self.stale[rank])
+        return found
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.poll()
+            except Exception as exc:  # never let the watch crash the launcher
+                logger.warning("heartbeat monitor: %s", exc)
+
+    def start(self) -> HeartbeatMonitor:
+        self._thread = threading.Thread(target=self._loop, name="ding_dist-heartbeat-monitor", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        self._store = None  # closes the server
+
+    def __enter__(self) -> HeartbeatMonitor:
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+
+class _WatchedLaunch:
+    """``watch_heartbeats``'s context: a started monitor and its variables in ``os.environ``."""
+
+    def __init__(self, monitor: HeartbeatMonitor) -> None:
+        self.monitor = monitor
+        self._saved: dict[str, str | None] = {}
+
+    def __enter__(self) -> HeartbeatMonitor:
+        values = self.monitor.env()
+        self._saved = {name: os.environ.get(name) for name in values}
+        os.environ.update(values)
+        return self.monitor.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.monitor.stop()
+        for name, old in self._saved.items():
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
+
+
+def watch_heartbeats(
+    nproc: int, period: float | None = None, grace: float | None = None, *, prefix: str = "ding_dist"
+) -> contextlib.AbstractContextManager[HeartbeatMonitor | None]:
+    """For a launcher that starts ``nproc`` local ranks (which inherit ``os.environ``): a context that serves
+    and watches their heartbeats, SIGKILLing a rank that went silent. Settings are checked here (a
+    ``ValueError`` before anything starts); a period of 0 gives a context that does nothing.
+
+    Example:
+        >>> with watch_heartbeats(2, prefix="ding-dist") as monitor:   # doctest: +SKIP
+        ...     torchrun(launcher_args)
+    """
+    period_s, grace_s = resolve_heartbeat(period, grace)
+    if period_s == 0:
+        return contextlib.nullcontext()
+    return _WatchedLaunch(HeartbeatMonitor(nproc, period_s, grace_s, prefix=prefix))
