@@ -20,8 +20,12 @@ setup(
         "matplotlib>=3.6",
     ],
     extras_require={
+        "atari": ["ale-py>=0.9", "opencv-python-headless>=4.6"],  # ale-py ships the ROMs; cv2 for AtariPreprocessing
+        "mujoco": ["gymnasium[mujoco]>=1.0"],
         "test": ["pytest>=7.4", "pytest-timeout>=2.1", "hypothesis>=6.80"],
         "dev": ["pytest>=7.4", "pytest-timeout>=2.1", "hypothesis>=6.80", "ruff>=0.5"],
+        # ding-dist eval --video: pygame renders classic-control envs, moviepy writes RecordVideo's MP4s
+        "render": ["pygame>=2.1", "moviepy>=1.0"],
     },
     entry_points={"console_scripts": ["ding-dist=ding_dist.entry.cli:main"]},
 )

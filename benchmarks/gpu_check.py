@@ -7,7 +7,8 @@
 Rows (see docs/benchmarks.md, "GPU check"): (a) 1-process pipelines on the device (DQN, PPO, SAC; PPO with
 ``policy.device=auto``), (b) 2 ranks on the one GPU over gloo (engine vs torch DDP, pipeline collectives on
 ``cuda:gloo``, tests/comm/test_devices.py, ``ding-dist train`` on 2 ranks), (c) a world-of-one nccl group
-through every collective and ``distribute``, (d) learner updates/s GPU vs CPU, (e) engine vs DDP step time.
+through every collective and ``distribute``, (d) learner updates/s GPU vs CPU, (e) engine vs DDP step time,
+(f) the actor-learner mode: one CPU actor and one learner on the GPU (``cpu:gloo,cuda:nccl``).
 
 Each check runs in its own process (forked from a server that imported torch once, never CUDA): an error, a
 crash or a timeout is reported in its row and the others still run. The table goes to stdout and to
@@ -120,7 +121,7 @@ def _start_forkserver(ctx: lib.Ctx, log_dir: str):
 
 
 # Execution order: the slow or hang-prone checks last, so one of them cannot eat the others' budget.
-ORDER = ["a1", "a2", "a3", "a4", "c1", "c2", "d1", "d2", "b1", "b3", "b5", "e1", "b4", "b6"]
+ORDER = ["a1", "a2", "a3", "a4", "c1", "c2", "d1", "d2", "b1", "b3", "b5", "e1", "b4", "f1", "b6"]
 
 
 def _environment(device: str, quick: bool, cpu_threads: int) -> str:

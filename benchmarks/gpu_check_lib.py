@@ -52,6 +52,7 @@ SIZES: dict[str, dict[str, int]] = {
         sac_steps=3072,
         auto_steps=2048,
         cli_steps=2048,
+        al_steps=4096,
         ddp_steps=20,
         d_repeats=5,
         d_warmup=10,
@@ -73,6 +74,7 @@ SIZES: dict[str, dict[str, int]] = {
         sac_steps=256,
         auto_steps=256,
         cli_steps=256,
+        al_steps=512,
         ddp_steps=4,
         d_repeats=3,
         d_warmup=1,
@@ -227,7 +229,7 @@ class _PolicyDeviceLog(logging.Handler):
 
 @contextmanager
 def policy_device_log() -> Iterator[_PolicyDeviceLog]:
-    log = logging.getLogger("ding_dist.entry.pipeline")
+    log = logging.getLogger("ding_dist.entry")
     handler, level = _PolicyDeviceLog(), log.level
     log.setLevel(logging.INFO)
     log.addHandler(handler)
@@ -580,6 +582,35 @@ def check_cli_torchrun(ctx: Ctx) -> list[dict[str, str]]:
     backend = _last_match(r"backend (\S+), device", output) or "?"
     figure = f"{_check_result(_read_result(exp_dir), ctx.size('cli_steps'), 2)}; backend {backend.rstrip(',')}"
     return [row("b6", name, figure)]
+
+
+# ------------------------------------------------------------- (f) actor-learner: CPU actor, learner on device
+AL_BACKEND = "cpu:gloo,cuda:nccl"  # host tensors (weights, experience) over gloo, the learners' CUDA ones over nccl
+
+
+def check_actor_learner(ctx: Ctx) -> list[dict[str, str]]:
+    """``ding-dist train --actors 1 --learners 1`` on 2 ranks (``launch``, backend ``cpu:gloo,cuda:nccl`` with
+    CUDA): DQN, the learner and its replay on the device, the actor on the CPU; weights cross from the device
+    to the actor, experience the other way."""
+    exp_dir = os.path.join(ctx.scratch("f1"), "run")
+    steps = ctx.size("al_steps")
+    argv = ["train", str(CONFIGS["dqn"]), "--actors", "1", "--learners", "1", "--seed", "0", "--exp-dir", exp_dir,
+            "--timeout", "120", "--max-env-steps", str(steps), "--set", f"policy.device={ctx.device}",
+            "actor_learner.actor_device=cpu", *ctx.overrides("dqn")]  # fmt: skip
+    backend = AL_BACKEND if ctx.cuda else "gloo"
+    results = dd.launch(rank_cli_train, 2, argv, backend=backend, timeout=ctx.size("launch_timeout"), comm_timeout=120)
+    expected = "cuda:0" if ctx.cuda else "cpu"
+    for rank, (r, want) in enumerate(zip(results, (expected, "cpu"))):
+        assert r["rc"] == 0, f"rank {rank}: ding-dist train returned {r['rc']}"
+        assert r["devices"] == [want], f"rank {rank}: policy on {r['devices']}, expected {want}"
+    result = _read_result(exp_dir)
+    al = result["actor_learner"]
+    assert al["finished_cleanly"] and al["versions"] > 0, f"actor_learner: {al}"
+    assert al["lag_max"] <= al["max_lag"], f"lag {al['lag_max']} above the maximum {al['max_lag']}"
+    figure = (f"{_check_result(result, steps, 2)}; learner on {expected}, actor on cpu, backend {backend}; "
+              f"{al['versions']} weight versions, lag max {al['lag_max']}")  # fmt: skip
+    name = f"ding-dist train --actors 1 --learners 1 (launch), learner on {ctx.device}, actor on cpu"
+    return [row("f1", name, figure)]
 
 
 # ---------------------------------------------------------------------------------- (c) nccl world of one
@@ -961,6 +992,7 @@ CHECKS: dict[str, tuple[str, Callable[..., list[dict[str, str]]], tuple, list[st
     "d1": ("learner updates/s, Nature-DQN conv", check_learner_rate, ("d1", "conv"), ["d1"]),
     "d2": ("learner updates/s, CartPole MLP", check_learner_rate, ("d2", "mlp"), ["d2"]),
     "e1": ("engine vs torch DDP step time", check_step_times, (), ["e1", "e2"]),
+    "f1": ("ding-dist train --actors 1 --learners 1", check_actor_learner, (), ["f1"]),
 }
 SELF_TEST: dict[str, tuple[str, Callable[..., list[dict[str, str]]], tuple, list[str]]] = {
     "z1": ("self test: raises", check_self_test, ("raise",), ["z1"]),

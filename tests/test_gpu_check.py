@@ -55,7 +55,7 @@ def test_cpu_quick_mode_runs_every_check(tmp_path):
             assert r["status"] == "ok", (rid, r)
     assert "decentralized" in rows["c2"]["figure"]  # algorithms that are not built are named, not hidden
     assert "4/4 cases bit-identical" in rows["b1"]["figure"]
-    assert "16 rows, 0 failed" in md
+    assert "17 rows, 0 failed" in md
     for check_id in gpu_check_lib.CHECKS:
         assert (tmp_path / "gpu_check_logs" / f"{check_id}.log").exists()
 

@@ -8,19 +8,27 @@ Example:
 """
 
 from ding_dist.config.compile import (
+    CREATE_SCHEMA,
     DEFAULT_EXP_NAME,
     apply_overrides,
     compile_config,
+    config_errors,
+    create_config_errors,
     parse_override,
     validate_config,
 )
 from ding_dist.config.ding_dialect import looks_like_ding, translate_ding_config, translate_if_ding
-from ding_dist.config.errors import ConfigError
+from ding_dist.config.errors import ConfigError, raise_all
 from ding_dist.config.loader import read_config, save_config
-from ding_dist.config.rules import VALUE_RULES, check_values
+from ding_dist.config.rules import VALUE_RULES, check_values, value_errors
 
 __all__ = [
+    "CREATE_SCHEMA",
     "ConfigError",
+    "config_errors",
+    "create_config_errors",
+    "raise_all",
+    "value_errors",
     "DEFAULT_EXP_NAME",
     "VALUE_RULES",
     "apply_overrides",

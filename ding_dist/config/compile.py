@@ -16,15 +16,32 @@ from typing import Any
 
 from easydict import EasyDict
 
-from ding_dist.config.errors import ConfigError
-from ding_dist.config.rules import check_values, short_repr
+from ding_dist.config.errors import ConfigError, raise_all
+from ding_dist.config.rules import short_repr, value_errors
 
-__all__ = ["compile_config", "parse_override", "apply_overrides", "validate_config", "DEFAULT_EXP_NAME"]
+__all__ = [
+    "CREATE_SCHEMA",
+    "DEFAULT_EXP_NAME",
+    "apply_overrides",
+    "compile_config",
+    "config_errors",
+    "create_config_errors",
+    "parse_override",
+    "validate_config",
+]
 
 DEFAULT_EXP_NAME = "default_experiment"
 # Top-level keys that every config may have besides the component sections.
 _TOP_LEVEL_SCHEMA: dict[str, Any] = {"exp_name": DEFAULT_EXP_NAME, "seed": 0}
 _CREATE_KEY = "create_config"
+#: The sections of ``create_config`` and the keys each may hold (DI-engine's layout; ``import_names`` is
+#: accepted and unused, as every component here is registered on import).
+CREATE_SCHEMA: dict[str, tuple[str, ...]] = {
+    "env": ("type", "import_names"),
+    "env_manager": ("type", "import_names"),
+    "policy": ("type", "import_names"),
+    "replay_buffer": ("type", "import_names"),
+}
 _MISSING = object()
 
 
@@ -170,10 +187,10 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def _check_type(key: str, value: Any, default: Any) -> None:
-    """Raise ConfigError when ``value`` does not fit the type of ``default``."""
+def _type_error(key: str, value: Any, default: Any) -> str | None:
+    """The message when ``value`` does not fit the type of ``default``, else None."""
     if default is None:
-        return
+        return None
     if isinstance(default, bool):
         ok, expected = isinstance(value, bool), "bool"
     elif isinstance(default, int):
@@ -188,24 +205,50 @@ def _check_type(key: str, value: Any, default: Any) -> None:
         ok, expected = isinstance(value, Mapping), "dict"
     else:
         ok, expected = isinstance(value, type(default)), _type_name(default)
-    if not ok:
-        raise ConfigError(f"config key {key!r} = {short_repr(value)} has type {_type_name(value)}, expected {expected}")
+    if ok:
+        return None
+    return f"config key {key!r} = {short_repr(value)} has type {_type_name(value)}, expected {expected}"
 
 
-def _validate(value: Mapping, schema: Mapping, path: tuple[str, ...], all_paths: list[str]) -> None:
+def _unknown_key(full: str, key: str, path: tuple[str, ...], schema: Mapping, all_paths: list[str]) -> str:
+    hint = _suggest(key, path, schema.keys(), all_paths)
+    if hint:
+        return f"unknown config key {full!r} (did you mean {hint!r}?)"
+    where = f"under {'.'.join(path)!r}" if path else "at the top level"
+    valid = ", ".join(sorted(str(k) for k in schema)) or "(none)"
+    return f"unknown config key {full!r}; valid keys {where}: {valid}"
+
+
+def _validate(
+    value: Mapping, schema: Mapping, path: tuple[str, ...], all_paths: list[str], errors: dict[str, str]
+) -> None:
+    """Add ``{dotted key: message}`` to ``errors`` for every unknown or mistyped key below ``value``."""
     for key, sub in value.items():
         full = _join(path, key)
         if key not in schema:
-            hint = _suggest(str(key), path, schema.keys(), all_paths)
-            if hint:
-                raise ConfigError(f"unknown config key {full!r} (did you mean {hint!r}?)")
-            where = f"under {'.'.join(path)!r}" if path else "at the top level"
-            valid = ", ".join(sorted(str(k) for k in schema)) or "(none)"
-            raise ConfigError(f"unknown config key {full!r}; valid keys {where}: {valid}")
+            errors[full] = _unknown_key(full, str(key), path, schema, all_paths)
+            continue
         default = schema[key]
-        _check_type(full, sub, default)
-        if isinstance(default, Mapping) and not _is_open(default):
-            _validate(sub, default, (*path, str(key)), all_paths)
+        problem = _type_error(full, sub, default)
+        if problem:
+            errors[full] = problem
+        elif isinstance(default, Mapping) and not _is_open(default):
+            _validate(sub, default, (*path, str(key)), all_paths, errors)
+
+
+def config_errors(cfg: Mapping, schema: Mapping) -> dict[str, str]:
+    """``{dotted key: message}`` for every unknown or mistyped key of ``cfg`` against ``schema``.
+
+    Example:
+        >>> errors = config_errors({"lr": "x", "batch_sise": 1}, {"lr": 0.01, "batch_size": 32})
+        >>> for key, message in errors.items():
+        ...     print(key, "->", message)
+        lr -> config key 'lr' = 'x' has type str, expected float
+        batch_sise -> unknown config key 'batch_sise' (did you mean 'batch_size'?)
+    """
+    errors: dict[str, str] = {}
+    _validate(cfg, schema, (), _all_paths(schema), errors)
+    return errors
 
 
 def validate_config(cfg: Mapping, schema: Mapping) -> None:
@@ -221,8 +264,53 @@ def validate_config(cfg: Mapping, schema: Mapping) -> None:
         Traceback (most recent call last):
         ...
         ding_dist.config.errors.ConfigError: unknown config key 'batch_sise' (did you mean 'batch_size'?)
+
+    Several problems are one ConfigError listing all of them.
     """
-    _validate(cfg, schema, (), _all_paths(schema))
+    raise_all(list(config_errors(cfg, schema).values()))
+
+
+def _env_managers() -> list[str]:
+    from ding_dist.envs.env import ENV_MANAGERS  # gymnasium: only once a config is compiled
+
+    return sorted(ENV_MANAGERS)
+
+
+def create_config_errors(create: Mapping) -> list[str]:
+    """One message per unknown section or key of ``create_config`` and per unknown ``env_manager.type``.
+
+    Example:
+        >>> create_config_errors({"env_manger": {"type": "sync"}, "policy": {"type": "dqn"}})
+        ["unknown config key 'create_config.env_manger' (did you mean 'create_config.env_manager'?)"]
+    """
+    errors = []
+    for section, body in create.items():
+        name = f"{_CREATE_KEY}.{section}"
+        if section not in CREATE_SCHEMA:
+            close = difflib.get_close_matches(str(section), list(CREATE_SCHEMA), n=1, cutoff=0.6)
+            hint = f" (did you mean '{_CREATE_KEY}.{close[0]}'?)" if close else f"; valid: {', '.join(CREATE_SCHEMA)}"
+            errors.append(f"unknown config key {name!r}{hint}")
+            continue
+        if not isinstance(body, Mapping):
+            errors.append(f"config key {name!r} = {short_repr(body)} must be a dict such as {{'type': ...}}")
+            continue
+        for key in body:
+            if key not in CREATE_SCHEMA[section]:
+                close = difflib.get_close_matches(str(key), CREATE_SCHEMA[section], n=1, cutoff=0.6)
+                valid = ", ".join(CREATE_SCHEMA[section])
+                hint = f" (did you mean '{name}.{close[0]}'?)" if close else f"; valid: {valid}"
+                errors.append(f"unknown config key '{name}.{key}'{hint}")
+    manager = (create.get("env_manager") or {}) if isinstance(create.get("env_manager"), Mapping) else {}
+    if manager.get("type") is not None:
+        known = _env_managers()
+        if manager["type"] not in known:
+            close = difflib.get_close_matches(str(manager["type"]), known, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            errors.append(
+                f"config key 'create_config.env_manager.type' must be one of {known}, got "
+                f"{short_repr(manager['type'])}{hint}"
+            )
+    return errors
 
 
 # ------------------------------------------------------------------------------------------- compile
@@ -243,7 +331,9 @@ def compile_config(
     ``create_config.env.type=...`` edits it). A ``create_config`` key inside ``main_config`` (as
     :func:`save_config` writes it) is used when the ``create_config`` argument is None. Besides its
     type, every value must lie in the range :data:`~ding_dist.config.rules.VALUE_RULES` gives its key
-    (e.g. ``batch_size >= 1``, learning rates > 0). Any problem is one :class:`ConfigError` line.
+    (e.g. ``batch_size >= 1``, learning rates > 0). ``create_config`` may only hold the sections and keys of
+    :data:`CREATE_SCHEMA`, with a known ``env_manager.type``. Every problem found is reported in one
+    :class:`ConfigError` (one line).
 
     Example:
         >>> defaults = {"policy": {"learn": {"batch_size": 32, "lr": 1e-3}}, "env": {"env_kwargs": {}}}
@@ -289,11 +379,12 @@ def compile_config(
     apply_overrides(merged, main_overrides, schema)
     apply_overrides(create, create_overrides)
 
-    validate_config(merged, schema)
+    errors = config_errors(merged, schema)
     if seed is not None:
         merged["seed"] = seed
     merged.setdefault("seed", 0)
     merged.setdefault("exp_name", DEFAULT_EXP_NAME)
-    check_values(merged, schema)
+    problems = [*errors.values(), *value_errors(merged, schema, skip=errors), *create_config_errors(create)]
+    raise_all(problems)
     merged[_CREATE_KEY] = create
     return EasyDict(merged)

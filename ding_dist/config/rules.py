@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
-from ding_dist.config.errors import ConfigError
+from ding_dist.config.errors import raise_all
 
-__all__ = ["VALUE_RULES", "check_values", "short_repr"]
+__all__ = ["VALUE_RULES", "check_values", "short_repr", "split_errors", "value_errors"]
 
 
 def short_repr(value: Any, limit: int = 80) -> str:
@@ -157,8 +157,32 @@ def _leaves(cfg: Mapping, schema: Mapping | None, path: str) -> Iterator[tuple[s
             yield dotted, value  # a leaf, or a dict where the defaults hold a leaf (None): the rule judges it
 
 
+def value_errors(
+    cfg: Mapping, schema: Mapping | None = None, rules: Any = VALUE_RULES, skip: Collection[str] = ()
+) -> list[str]:
+    """One message per key whose value breaks its rule in :data:`VALUE_RULES` (keys in ``skip`` aside).
+
+    Example:
+        >>> for message in value_errors({"policy": {"learn": {"batch_size": 0, "lr": -1.0}}}):
+        ...     print(message)
+        config key 'policy.learn.batch_size' must be >= 1, got 0
+        config key 'policy.learn.lr' must be a finite number > 0, got -1.0
+    """
+    top = {k: v for k, v in cfg.items() if k != "create_config"}
+    errors = []
+    for dotted, value in _leaves(top, schema, ""):
+        if dotted in skip:
+            continue
+        for pattern, (ok, expected) in rules:
+            if fnmatch.fnmatchcase(dotted, pattern):
+                if not ok(value):
+                    errors.append(f"config key {dotted!r} must be {expected}, got {short_repr(value)}")
+                break
+    return errors
+
+
 def check_values(cfg: Mapping, schema: Mapping | None = None, rules: Any = VALUE_RULES) -> None:
-    """Raise :class:`ConfigError` naming the first key whose value breaks its rule in :data:`VALUE_RULES`.
+    """Raise one :class:`ConfigError` naming every key whose value breaks its rule in :data:`VALUE_RULES`.
 
     With ``schema`` (the merged defaults) keys inside open dicts are skipped; ``create_config`` is never
     checked (it only names component types).
@@ -170,10 +194,33 @@ def check_values(cfg: Mapping, schema: Mapping | None = None, rules: Any = VALUE
         ...
         ding_dist.config.errors.ConfigError: config key 'policy.learn.batch_size' must be >= 1, got -1
     """
-    top = {k: v for k, v in cfg.items() if k != "create_config"}
-    for dotted, value in _leaves(top, schema, ""):
-        for pattern, (ok, expected) in rules:
-            if fnmatch.fnmatchcase(dotted, pattern):
-                if not ok(value):
-                    raise ConfigError(f"config key {dotted!r} must be {expected}, got {short_repr(value)}")
-                break
+    raise_all(value_errors(cfg, schema, rules))
+
+
+def split_errors(cfg: Mapping, world_size: int) -> list[str]:
+    """One message per global size (``policy.learn.batch_size``, ``policy.collect.n_sample``, ...) that
+    ``world_size`` data-parallel processes cannot share evenly, naming the nearest values that can.
+
+    :func:`~ding_dist.comm.to_ddp_config` would round such a size up, silently growing the global batch.
+
+    Example:
+        >>> split_errors({"policy": {"learn": {"batch_size": 256}, "collect": {"n_sample": 64}}}, 4)
+        []
+        >>> split_errors({"policy": {"learn": {"batch_size": 256}}}, 3)
+        ['policy.learn.batch_size=256 cannot be split over 3 processes: use 255 or 258 (or another --nproc)']
+    """
+    from ding_dist.comm.helpers import DDP_SPLIT_KEYS  # torch: only when a multi-process run is checked
+
+    errors = []
+    policy = cfg.get("policy") or {}
+    for dotted in DDP_SPLIT_KEYS:
+        node: Any = policy
+        for key in dotted.split("."):
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if _is_int(node) and node % world_size:
+            low, high = node - node % world_size, node - node % world_size + world_size
+            near = f"{low} or {high}" if low > 0 else str(high)
+            errors.append(
+                f"policy.{dotted}={node} cannot be split over {world_size} processes: use {near} (or another --nproc)"
+            )
+    return errors

@@ -1,5 +1,19 @@
-"""Entry points: training pipelines and evaluation (the ``ding-dist`` CLI lives in ``entry/cli.py``)."""
+"""Entry points: training pipelines and evaluation (the ``ding-dist`` CLI lives in ``entry/cli.py``).
 
-from ding_dist.entry.pipeline import evaluate, load_config, serial_pipeline, serial_pipeline_onpolicy, train
+Names load on first use (PEP 562), so ``ding-dist --help`` does not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = ["evaluate", "load_config", "serial_pipeline", "serial_pipeline_onpolicy", "train"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(".pipeline", __name__), name)
+    globals()[name] = value
+    return value

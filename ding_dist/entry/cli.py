@@ -29,6 +29,8 @@ process is started.
 from __future__ import annotations
 
 import argparse
+import difflib
+import json
 import math
 import os
 import signal
@@ -40,14 +42,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ding_dist.config import ConfigError, parse_override, read_config
-from ding_dist.utils import (
-    METRICS_FILE,
-    CheckpointError,
-    CheckpointManager,
-    atomic_open,
-    get_logger,
-    read_metrics,
-)
+from ding_dist.utils.exp_lock import ExperimentInUseError
+from ding_dist.utils.fileio import atomic_open
+from ding_dist.utils.logging import METRICS_FILE, get_logger, read_metrics
 
 __all__ = ["build_parser", "main", "UsageError", "load_curves", "plot_curves", "resolve_checkpoint"]
 
@@ -68,10 +65,36 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line (no usage dump) and exit with code 2."""
+    """An ArgumentParser whose errors are one line (no usage dump) and exit with code 2; an unknown flag
+    gets the closest known one suggested."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{PROG}: error: {message} (see '{self.prog} --help')\n")
+        hint = _suggest_flag(self, message)
+        self.exit(EXIT_USAGE, f"{PROG}: error: {message}{hint} (see '{self.prog} --help')\n")
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every ``--flag`` of ``parser`` and of its sub-commands."""
+    found: set[str] = set()
+    for action in parser._actions:
+        found.update(o for o in action.option_strings if o.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _option_strings(sub)
+    return found
+
+
+def _suggest_flag(parser: argparse.ArgumentParser, message: str) -> str:
+    """``"; did you mean --nproc?"`` for ``"unrecognized arguments: --nprco 2"``, else ``""``."""
+    if not message.startswith("unrecognized arguments:"):
+        return ""
+    known = sorted(_option_strings(parser))
+    for token in message.split(":", 1)[1].split():
+        if token.startswith("--"):
+            close = difflib.get_close_matches(token.split("=", 1)[0], known, n=1, cutoff=0.6)
+            if close:
+                return f"; did you mean {close[0]}?"
+    return ""
 
 
 # --------------------------------------------------------------------------------- argument types
@@ -126,12 +149,30 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,plot}", parser_class=_Parser)
 
     train = sub.add_parser("train", help="train from a config file", allow_abbrev=False)
-    train.add_argument("config", help="Python config file defining main_config (and create_config)")
+    train.add_argument(
+        "config", nargs="?", default=None, help="Python config file defining main_config (and create_config)"
+    )
+    train.add_argument("--algo", default=None, help="train this policy (dqn, ppo, sac, ...) without a config file")
+    train.add_argument("--env", default=None, help="with --algo: the gymnasium env id (tuned values for shipped envs)")
     train.add_argument(
         "--nproc",
         type=_int_at_least(1),
         default=1,
         help="local processes; > 1 starts them with torchrun (ignored when already under a launcher)",
+    )
+    train.add_argument(
+        "--actors",
+        metavar="N",
+        type=_int_at_least(1),
+        default=None,
+        help="actor-learner mode: N processes that only collect (sets actor_learner.actors; the world is N + M)",
+    )
+    train.add_argument(
+        "--learners",
+        metavar="M",
+        type=_int_at_least(1),
+        default=None,
+        help="with --actors: M learner processes that synchronize gradients among themselves (default 1)",
     )
     train.add_argument("--seed", type=_seed, default=None, help="random seed (default: the config's, else 0)")
     train.add_argument(
@@ -187,10 +228,27 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--ckpt", required=True, help="checkpoint file, or a folder: its newest complete checkpoint")
     ev.add_argument("--episodes", type=_int_at_least(1), default=10, help="episodes (default 10)")
     ev.add_argument("--seed", type=_seed, default=0, help="evaluation seed (default 0)")
+    ev.add_argument("--json", action="store_true", help="print one JSON object with every episode's return and length")
+    ev.add_argument(
+        "--video",
+        metavar="OUT.mp4",
+        default=None,
+        help="also record --episodes greedy episodes with gymnasium's RecordVideo (needs the render extra)",
+    )
 
     plot = sub.add_parser("plot", help="learning-curve PNG from runs' logs", allow_abbrev=False)
     plot.add_argument("exp_dirs", nargs="+", metavar="EXP_DIR", help="one or more experiment folders")
     plot.add_argument("--out", default=None, help="PNG path (default: <first EXP_DIR>/learning_curve.png)")
+
+    config = sub.add_parser("config", help="inspect a config file", allow_abbrev=False)
+    config_sub = config.add_subparsers(dest="config_command", required=True, metavar="{show}", parser_class=_Parser)
+    show = config_sub.add_parser(
+        "show", help="every key of the resolved config: value, type, default, meaning", allow_abbrev=False
+    )
+    show.add_argument("config", help="Python config file defining main_config (and create_config)")
+    show.add_argument("--set", dest="overrides", metavar="KEY=VALUE", type=_override, nargs="+", action="extend",
+                      default=[], help="config overrides, as for train")  # fmt: skip
+    show.add_argument("--markdown", action="store_true", help="a markdown table (key, default, meaning)")
     return parser
 
 
@@ -211,9 +269,12 @@ def _check_config(path: str) -> Path:
 
 
 def _under_launcher() -> bool:
-    """True when torchrun or SLURM variables say this process is one rank of a larger world."""
-    from ding_dist.comm import resolve_launch_settings
+    """True when torchrun or SLURM variables say this process is one rank of a larger world, or a process
+    group already runs (e.g. ``ding_dist.launch`` called the CLI's ``main`` in each rank)."""
+    from ding_dist.comm import is_fake, resolve_launch_settings
 
+    if not is_fake():
+        return True
     try:
         return not resolve_launch_settings().is_fake
     except ValueError as e:  # e.g. RANK set without MASTER_ADDR
@@ -230,6 +291,8 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
         ...
         ding_dist.entry.cli.UsageError: no complete checkpoint in ...
     """
+    from ding_dist.utils.checkpoint import CheckpointManager  # imports torch: not on the --help path
+
     p = Path(path)
     if p.is_file():
         return p
@@ -341,9 +404,15 @@ def _launch_local(nproc: int, max_restarts: int, child_argv: list[str]) -> int:
     from torch.distributed.run import get_args_parser
     from torch.distributed.run import run as torchrun
 
+    from ding_dist.comm.heartbeat import watch_heartbeats
+
     launcher_argv = ["--standalone", "--nnodes", "1", "--nproc-per-node", str(nproc)]
     launcher_argv += ["--max-restarts", str(max_restarts), "--module"]
     launcher_args = get_args_parser().parse_args([*launcher_argv, "ding_dist.entry.cli", *child_argv])
+    try:  # the heartbeat watch: a frozen rank is SIGKILLed within the grace (docs/reliability.md)
+        watch = watch_heartbeats(nproc, prefix=PROG)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     # torchrun would set this itself (with a banner); one thread per rank keeps N ranks from oversubscribing.
     threads = os.environ.setdefault("OMP_NUM_THREADS", "1")
     restarts = f", up to {max_restarts} restart(s)" if max_restarts else ""
@@ -355,7 +424,8 @@ def _launch_local(nproc: int, max_restarts: int, child_argv: list[str]) -> int:
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
     restore = threading.current_thread() is threading.main_thread()
     try:
-        torchrun(launcher_args)
+        with watch:
+            torchrun(launcher_args)
     except ChildFailedError as e:
         return _report_failures(e.failures, nproc, max_restarts)
     except SignalException as e:
@@ -410,7 +480,14 @@ def _check_compiles(config: Path, args: argparse.Namespace) -> Any:
         )
     except Exception as e:  # unknown id, missing module, bad env_kwargs: the env's own message says which
         raise UsageError(f"config {str(config)!r}: {what} cannot be made: {_first_line(e)}") from e
-    made.close()
+    try:  # the policy on this env's spaces (on CPU): e.g. DQN on a Box action space is one line, not a traceback
+        from ding_dist.entry.experiment import build_policy
+
+        build_policy(cfg, made.observation_space, made.action_space, device="cpu")
+    except ValueError as e:
+        raise UsageError(f"config {str(config)!r}: {_first_line(e)} (env {env.get('id')!r})") from e
+    finally:
+        made.close()
     return cfg
 
 
@@ -449,7 +526,14 @@ def _run_recorded_rank(args: argparse.Namespace, config: Path) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from ding_dist.entry import pipeline
+    from ding_dist.utils.checkpoint import CheckpointManager
 
+    if (args.algo is None) != (args.env is None) or (args.algo is not None) == (args.config is not None):
+        raise UsageError("give a CONFIG file, or --algo ALGO --env ENV_ID (e.g. --algo ppo --env Pendulum-v1)")
+    if args.algo is not None:
+        from ding_dist.config.presets import preset_config
+
+        args.config = str(preset_config(args.algo, args.env))
     config = _check_config(args.config)
     if args.resume is not None:
         if not Path(args.resume).is_dir():
@@ -463,7 +547,15 @@ def _train(args: argparse.Namespace) -> int:
             f"--exp-dir {args.exp_dir!r} already holds a run: add --resume {args.exp_dir} to continue it, "
             "or choose another folder"
         )
+    args.nproc = _actor_learner_nproc(args)
     cfg = _check_compiles(config, args)
+    if cfg.actor_learner.actors and args.actors is None:  # the roles come from the config file
+        if args.nproc not in (1, cfg.actor_learner.actors + cfg.actor_learner.learners):
+            raise UsageError(
+                f"--nproc {args.nproc} does not match the config's actor_learner.actors={cfg.actor_learner.actors} "
+                f"+ actor_learner.learners={cfg.actor_learner.learners}"
+            )
+        args.nproc = cfg.actor_learner.actors + cfg.actor_learner.learners
     env = {TIMEOUT_ENV: repr(args.timeout)} if args.timeout is not None else {}
     if args.debug:
         env[DEBUG_ENV] = "1"
@@ -475,9 +567,45 @@ def _train(args: argparse.Namespace) -> int:
                 return _run_recorded_rank(args, config)
             return _run_rank(args, config)
         if args.nproc > 1 or args.max_restarts > 0:
+            _check_local_world(cfg, args.nproc)
             exp_dir = Path(args.exp_dir or args.resume or pipeline.default_exp_dir(cfg.exp_name)).resolve()
             return _launch_local(args.nproc, args.max_restarts, _child_argv(args, config, exp_dir))
         return _run_rank(args, config)
+
+
+def _check_local_world(cfg: Any, nproc: int) -> None:
+    """Before starting ``nproc`` local processes: refuse global sizes they cannot share evenly (data-parallel
+    runs), and warn once when they outnumber the CPU cores."""
+    from ding_dist.config.rules import split_errors
+
+    if not cfg.actor_learner.actors:
+        errors = split_errors(cfg, nproc)
+        if errors:
+            raise UsageError("; ".join(errors))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if nproc > cores:
+        print(
+            f"{PROG}: warning: {nproc} processes on {cores} CPU core(s): they will share cores and run slower "
+            f"than --nproc {cores}",
+            file=sys.stderr,
+        )
+
+
+def _actor_learner_nproc(args: argparse.Namespace) -> int:
+    """``--actors N --learners M``: add their config keys to the overrides; return the processes to start."""
+    if args.actors is None:
+        if args.learners is not None:
+            raise UsageError("--learners needs --actors (the actor-learner mode); for data-parallel use --nproc")
+        return args.nproc
+    learners = 1 if args.learners is None else args.learners
+    if args.actors < learners:
+        raise UsageError(f"--actors {args.actors} < --learners {learners}: every learner needs at least one actor")
+    if args.nproc not in (1, args.actors + learners):
+        raise UsageError(f"--nproc {args.nproc} does not match --actors {args.actors} + --learners {learners}")
+    total = args.actors + learners
+    args.overrides = [*args.overrides, f"actor_learner.actors={args.actors}", f"actor_learner.learners={learners}"]
+    args.actors = args.learners = None  # from now on in the overrides, which every rank gets
+    return total
 
 
 def _restart_env(max_restarts: int) -> dict[str, str]:
@@ -498,11 +626,52 @@ def _eval(args: argparse.Namespace) -> int:
 
     with DistContext():
         out = pipeline.evaluate(str(config), str(ckpt), episodes=args.episodes, seed=args.seed)
-        _print_rank0(
-            f"checkpoint {ckpt}: mean_return {out['mean_return']:.3f} +/- {out['std_return']:.3f} "
-            f"over {len(out.get('returns', [])) or args.episodes} episodes (seed {args.seed})"
-        )
+        if args.video:
+            out["videos"] = [str(p) for p in _record_video(config, ckpt, args)]
+        if args.json:
+            _print_rank0(json.dumps(_eval_record(out, ckpt, args.seed)))
+        else:
+            _print_rank0(
+                f"checkpoint {ckpt}: mean_return {out['mean_return']:.3f} +/- {out['std_return']:.3f} "
+                f"over {len(out.get('returns', [])) or args.episodes} episodes (seed {args.seed})"
+            )
     return 0
+
+
+def _record_video(config: Path, ckpt: Path, args: argparse.Namespace) -> list[Path]:
+    """``eval --video OUT.mp4``: the checkpoint's greedy episodes as videos (ding_dist/utils/video.py)."""
+    from ding_dist.entry.experiment import build_policy, load_config
+    from ding_dist.envs import make_env
+    from ding_dist.utils.checkpoint import load_checkpoint
+    from ding_dist.utils.video import record_episodes
+
+    cfg = load_config(str(config), seed=args.seed)
+    probe = make_env(cfg.env.get("id"), entry_point=cfg.env.get("entry_point"), env_kwargs=cfg.env.get("env_kwargs"))
+    try:
+        policy = build_policy(cfg, probe.observation_space, probe.action_space, device="cpu")
+    finally:
+        probe.close()
+    policy.load_state_dict(load_checkpoint(ckpt)["policy"])
+    try:
+        paths = record_episodes(cfg, policy, args.video, episodes=args.episodes, seed=args.seed)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if not args.json:
+        _print_rank0(f"wrote {', '.join(map(str, paths))}")
+    return paths
+
+
+def _eval_record(out: dict[str, Any], ckpt: Path, seed: int) -> dict[str, Any]:
+    """``eval --json``: the summary and one ``{"return", "length"}`` per episode."""
+    episodes = [{"return": float(r), "length": int(n)} for r, n in zip(out["returns"], out["lengths"])]
+    return {
+        "checkpoint": str(ckpt),
+        "seed": seed,
+        "videos": out.get("videos", []),
+        "mean_return": float(out["mean_return"]),
+        "std_return": float(out["std_return"]),
+        "episodes": episodes,
+    }
 
 
 # ------------------------------------------------------------------------------------------ plot
@@ -585,6 +754,35 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------- config
+def _config_show(args: argparse.Namespace) -> int:
+    """``ding-dist config show CONFIG``: the resolved config, a row per key (ding_dist/config/describe.py)."""
+    from ding_dist.config.describe import describe, format_rows, markdown_table
+    from ding_dist.entry.experiment import load_config
+    from ding_dist.entry.roles import actor_learner_default_config
+    from ding_dist.envs import env_default_config
+    from ding_dist.policy import get_policy_cls
+
+    config = _check_config(args.config)
+    try:
+        cfg = load_config(str(config), overrides=tuple(args.overrides))
+    except ConfigError:
+        raise
+    except (ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"config {str(config)!r}: {_first_line(e)}") from e
+    policy_type = cfg.create_config.policy.type
+    schema = {
+        "exp_name": "default_experiment",
+        "seed": 0,
+        "env": env_default_config(),
+        "policy": get_policy_cls(policy_type).default_config(),
+        "actor_learner": actor_learner_default_config(),
+    }
+    rows = describe(cfg, schema, policy_type)
+    print(markdown_table(rows) if args.markdown else format_rows(rows))
+    return 0
+
+
 # ------------------------------------------------------------------------------------------ main
 def _error_line(message: str) -> None:
     """One ``ding-dist: error:`` line in a single write (ranks under a launcher prefix their rank)."""
@@ -611,11 +809,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         2
     """
     args = build_parser().parse_args(argv)
+    from ding_dist.utils.checkpoint import CheckpointError  # torch, imported once the arguments parse
+
     get_logger("ding_dist")  # rank-aware INFO lines on stderr for the library's loggers
-    commands = {"train": _train, "eval": _eval, "plot": _plot}
+    commands = {"train": _train, "eval": _eval, "plot": _plot, "config": _config_show}
     try:
         return commands[args.command](args)
-    except (UsageError, ConfigError, CheckpointError) as e:
+    except (UsageError, ConfigError, CheckpointError, ExperimentInUseError) as e:
         _record_for_launcher(e)
         _error_line(" ".join(str(e).split()))
         return EXIT_USAGE

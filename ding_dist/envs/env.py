@@ -15,6 +15,7 @@ import functools
 import importlib
 import logging
 import numbers
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,8 @@ import gymnasium as gym
 import numpy as np
 from easydict import EasyDict
 from gymnasium.vector import AutoresetMode
+
+from ding_dist.envs.atari import is_atari_id, register_ale, wrap_atari
 
 __all__ = [
     "env_default_config",
@@ -52,7 +55,10 @@ def env_default_config() -> EasyDict:
     for construction), ``env_kwargs`` (passed to the constructor), ``max_episode_steps`` (None: the
     env's own limit), ``collector_env_num`` / ``evaluator_env_num`` (envs per rank),
     ``n_evaluator_episode`` (episodes per evaluation), ``stop_value`` (stop when the evaluation mean
-    return reaches it; None: never).
+    return reaches it; None: never), ``atari`` (None: the Atari preprocessing of
+    :mod:`ding_dist.envs.atari` for ale-py ids; False: off; a dict: its options, see
+    :func:`~ding_dist.envs.atari.atari_default_config`), ``step_cost_ms`` (busy work added to every step, in
+    milliseconds of CPU time: an env with a real step cost for benchmarks; 0: none).
 
     Example::
 
@@ -68,6 +74,8 @@ def env_default_config() -> EasyDict:
         evaluator_env_num=5,
         n_evaluator_episode=5,
         stop_value=None,
+        atari=None,
+        step_cost_ms=0.0,
     )
 
 
@@ -131,12 +139,19 @@ def make_env(
     entry_point: str | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
     max_episode_steps: int | None = None,
+    atari: bool | Mapping[str, Any] | None = None,
+    training: bool = False,
 ) -> gym.Env:
     """Build one gymnasium env from a registered id, or from ``entry_point`` (adapting old-gym envs).
+
+    ale-py ids (``"ALE/Pong-v5"``, ``"PongNoFrameskip-v4"``) get the Atari preprocessing of
+    :func:`~ding_dist.envs.atari.wrap_atari` unless ``atari=False`` (a dict gives its options);
+    ``training=True`` adds its life-loss termination and reward clipping (collector envs only).
 
     Example::
 
         env = make_env("CartPole-v1")
+        env = make_env("ALE/Pong-v5", training=True)  # observation (4, 84, 84) uint8
         env = make_env(entry_point="my_pkg.envs:make_legacy_env", env_kwargs={"size": 3})
     """
     if env_kwargs is not None and not isinstance(env_kwargs, Mapping):
@@ -159,10 +174,22 @@ def make_env(
         return env
     if not isinstance(env_id, str) or not env_id.strip():
         raise ValueError(f"env.id must be a gymnasium environment id such as 'CartPole-v1', got {env_id!r:.80}")
+    use_atari = atari is not False and (isinstance(atari, Mapping) or atari is True or _looks_like_ale(env_id))
+    if use_atari:
+        register_ale()
     _check_env_id(env_id)
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
+    if use_atari and is_atari_id(env_id):
+        kwargs.setdefault("frameskip", 1)  # AtariPreprocessing skips frames (with max-pooling)
+        env = _construct(functools.partial(gym.make, env_id), kwargs, f"env.id {env_id!r}")
+        return wrap_atari(env, atari if isinstance(atari, Mapping) else None, training=training)
     return _construct(functools.partial(gym.make, env_id), kwargs, f"env.id {env_id!r}")
+
+
+def _looks_like_ale(env_id: str) -> bool:
+    name = env_id.partition(":")[2] or env_id
+    return name.startswith("ALE/") or "NoFrameskip" in name
 
 
 def _construct(factory: Any, kwargs: dict[str, Any], what: str) -> Any:
@@ -175,20 +202,49 @@ def _construct(factory: Any, kwargs: dict[str, Any], what: str) -> Any:
         raise
 
 
-def _make_from_cfg(env_cfg: Mapping[str, Any]) -> gym.Env:  # module level: picklable for AsyncVectorEnv
-    return make_env(
+class StepCost(gym.Wrapper):
+    """Spin the CPU for ``ms`` milliseconds in every ``step``: an env whose steps cost real compute (benchmarks).
+
+    Example::
+
+        env = StepCost(make_env("CartPole-v1"), ms=1.0)  # each step now takes >= 1 ms of this process's CPU
+    """
+
+    def __init__(self, env: gym.Env, ms: float) -> None:
+        super().__init__(env)
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not ms >= 0:
+            raise ValueError(f"env.step_cost_ms must be a number of milliseconds >= 0, got {ms!r}")
+        self.seconds = float(ms) / 1000.0
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
+        end = time.perf_counter() + self.seconds
+        while time.perf_counter() < end:  # busy work, not sleep: it occupies a core as a real env would
+            pass
+        return self.env.step(action)
+
+
+def _make_from_cfg(env_cfg: Mapping[str, Any], training: bool = False) -> gym.Env:  # picklable for AsyncVectorEnv
+    env = make_env(
         env_cfg.get("id"),
         entry_point=env_cfg.get("entry_point"),
         env_kwargs=env_cfg.get("env_kwargs"),
         max_episode_steps=env_cfg.get("max_episode_steps"),
+        atari=env_cfg.get("atari"),
+        training=training,
     )
+    cost = env_cfg.get("step_cost_ms") or 0.0
+    return StepCost(env, cost) if cost else env
 
 
-def make_vec_env(env_cfg: Mapping[str, Any], num_envs: int, manager: str = "sync") -> gym.vector.VectorEnv:
+def make_vec_env(
+    env_cfg: Mapping[str, Any], num_envs: int, manager: str = "sync", *, training: bool = False
+) -> gym.vector.VectorEnv:
     """A gymnasium vector env of ``num_envs`` copies of the env in ``env_cfg``, SAME_STEP autoreset.
 
     ``manager``: ``"sync"`` (``SyncVectorEnv``, all envs in this process) or ``"async"``
-    (``AsyncVectorEnv``, one subprocess per env). Reset it with ``seed=env_seeds(...)``.
+    (``AsyncVectorEnv``, one subprocess per env, observations through shared memory). Reset it with
+    ``seed=env_seeds(...)``. ``training=True`` for collector envs: Atari life-loss termination and
+    reward clipping (see :mod:`ding_dist.envs.atari`); evaluation envs keep the true game rewards.
 
     Example::
 
@@ -203,8 +259,8 @@ def make_vec_env(env_cfg: Mapping[str, Any], num_envs: int, manager: str = "sync
         raise TypeError(f"env config must be a dict with 'id' or 'entry_point', got {env_cfg!r:.80}")
     env_cfg = dict(env_cfg)
     # Build one env eagerly: a bad id or entry point fails here with a clear message, in this process.
-    first = _make_from_cfg(env_cfg)
-    fns = [functools.partial(_make_from_cfg, env_cfg) for _ in range(int(num_envs))]
+    first = _make_from_cfg(env_cfg, training)
+    fns = [functools.partial(_make_from_cfg, env_cfg, training) for _ in range(int(num_envs))]
     if ENV_MANAGERS[manager] == "sync":
         fns[0] = lambda: first
         return gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)

@@ -6,10 +6,11 @@ import importlib.util
 
 from ding_dist.policy.base import Policy, action_info, hard_update, mlp, obs_dim, soft_update
 from ding_dist.policy.dqn import DQNPolicy
+from ding_dist.policy.impala import IMPALAPolicy
 from ding_dist.policy.ppo import PPOPolicy
 
 #: ``create_config.policy.type`` -> policy class.
-POLICY_REGISTRY: dict[str, type[Policy]] = {"dqn": DQNPolicy, "ppo": PPOPolicy}
+POLICY_REGISTRY: dict[str, type[Policy]] = {"dqn": DQNPolicy, "ppo": PPOPolicy, "impala": IMPALAPolicy}
 
 if importlib.util.find_spec("ding_dist.policy.sac") is not None:  # added by its own file when present
     from ding_dist.policy.sac import SACPolicy
@@ -45,6 +46,7 @@ def get_policy_cls(name: str) -> type[Policy]:
 __all__ = [
     "POLICY_REGISTRY",
     "DQNPolicy",
+    "IMPALAPolicy",
     "PPOPolicy",
     "Policy",
     "action_info",

@@ -40,7 +40,9 @@ Example::
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -52,7 +54,36 @@ from torch import nn
 from ding_dist.comm import resolve_device
 from ding_dist.sync import QAdamOptimizer, distribute, get_algorithm
 
-__all__ = ["Policy", "check_sync_config", "mlp", "obs_dim", "action_info", "soft_update", "hard_update"]
+__all__ = [
+    "Policy",
+    "check_sync_config",
+    "policy_sync_group",
+    "mlp",
+    "obs_dim",
+    "action_info",
+    "soft_update",
+    "hard_update",
+]
+
+
+_SYNC_GROUP: contextvars.ContextVar[Any] = contextvars.ContextVar("policy_sync_group", default=None)
+
+
+@contextlib.contextmanager
+def policy_sync_group(group: Any) -> Iterator[None]:
+    """Policies built inside it take ``group`` as their :attr:`Policy.sync_group` (set before their
+    constructor distributes the networks, so gradients and statistics are synchronized within ``group``).
+
+    Example::
+
+        with policy_sync_group(learner_group):  # e.g. the learners of an actor-learner run
+            policy = DQNPolicy(cfg, obs_space, action_space)
+    """
+    token = _SYNC_GROUP.set(group)
+    try:
+        yield
+    finally:
+        _SYNC_GROUP.reset(token)
 
 
 class Policy(abc.ABC):
@@ -113,8 +144,9 @@ class Policy(abc.ABC):
         self.action_space = action_space
         self.device = resolve_device(device)
         self.train_iter = 0  # optimizer updates applied so far (identical on every rank)
-        #: The ranks that learn together (None: the world); statistics that must be global use it.
-        self.sync_group: Any = None
+        #: The ranks that learn together (None: the world; see :func:`policy_sync_group`); statistics that must
+        #: be global use it.
+        self.sync_group: Any = _SYNC_GROUP.get()
 
     # --- distributed training -------------------------------------------------------------------
     def make_optimizer(self, params: Any, lr: float, **adam_kwargs: Any) -> torch.optim.Optimizer:

@@ -23,12 +23,16 @@ from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.base import Policy, action_info, hard_update, mlp, obs_dim, soft_update
+from ding_dist.policy.encoders import NatureCNN, is_image_space, obs_tensor
 
 __all__ = ["DQNPolicy", "QNetwork", "epsilon_schedule"]
 
 
 class QNetwork(nn.Module):
     """MLP Q-network ``obs -> Q(obs, .)``; with ``dueling=True``: ``V(obs) + A(obs, .) - mean A``.
+
+    With ``encoder`` (e.g. :class:`~ding_dist.policy.encoders.NatureCNN`, chosen by :class:`DQNPolicy`
+    for image observations) the hidden layers follow the encoder's features and ``obs_size`` is unused.
 
     Example::
 
@@ -43,12 +47,20 @@ class QNetwork(nn.Module):
         hidden_sizes: Sequence[int] = (128, 128),
         dueling: bool = False,
         activation: str = "relu",
+        encoder: nn.Module | None = None,
     ) -> None:
         super().__init__()
-        if not hidden_sizes:
-            raise ValueError("model.hidden_sizes must name at least one hidden layer, got []")
-        last = int(hidden_sizes[-1])
-        self.body = mlp([obs_size, *hidden_sizes], activation, out_activation=True)
+        if encoder is not None:  # e.g. NatureCNN for images: hidden layers (possibly none) follow its features
+            last = int(hidden_sizes[-1]) if hidden_sizes else int(encoder.out_features)
+            trunk = (
+                [mlp([encoder.out_features, *hidden_sizes], activation, out_activation=True)] if hidden_sizes else []
+            )
+            self.body = nn.Sequential(encoder, *trunk)
+        else:
+            if not hidden_sizes:
+                raise ValueError("model.hidden_sizes must name at least one hidden layer, got []")
+            last = int(hidden_sizes[-1])
+            self.body = mlp([obs_size, *hidden_sizes], activation, out_activation=True)
         self.dueling = dueling
         if dueling:
             self.value = mlp([last, last, 1], activation)
@@ -92,7 +104,10 @@ class DQNPolicy(Policy):
     ``learn.target_theta`` (soft update rate per update, used when set), ``learn.double``,
     ``learn.loss`` (``"huber"``/``"mse"``), ``learn.grad_clip_norm`` (None: no clipping);
     ``other.eps`` (``type``, ``start``, ``end``, ``decay`` in global env steps);
-    ``other.replay_buffer`` (``replay_buffer_size`` global, ``save_in_checkpoint``).
+    ``other.replay_buffer`` (``replay_buffer_size`` global, ``save_in_checkpoint``, ``frame_dedup``: None picks
+    :class:`~ding_dist.data.frame_replay.FrameReplayBuffer` for stacked uint8 frames, False never, True always).
+    Image observations (uint8 ``(C, H, W)``) get a Nature-CNN whose linear layer has ``model.hidden_sizes[0]``
+    units; the remaining hidden sizes follow it.
 
     Example::
 
@@ -124,7 +139,7 @@ class DQNPolicy(Policy):
         )
         cfg.collect.n_sample = 8
         cfg.other.eps = EasyDict(type="linear", start=1.0, end=0.05, decay=10000)
-        cfg.other.replay_buffer = EasyDict(replay_buffer_size=100000, save_in_checkpoint=False)
+        cfg.other.replay_buffer = EasyDict(replay_buffer_size=100000, save_in_checkpoint=False, frame_dedup=None)
         return cfg
 
     def __init__(
@@ -142,7 +157,11 @@ class DQNPolicy(Policy):
             raise ValueError(f"learn.loss must be 'huber' or 'mse', got {self.cfg.learn.loss!r}")
         self.n_actions = n_actions
         m = self.cfg.model
-        self.model = QNetwork(obs_dim(obs_space), n_actions, m.hidden_sizes, m.dueling, m.activation)
+        if is_image_space(obs_space):  # Nature DQN: CNN (uint8 in, scaled on the device), then the head
+            cnn = NatureCNN(obs_space.shape, features=m.hidden_sizes[0])
+            self.model = QNetwork(0, n_actions, m.hidden_sizes[1:], m.dueling, m.activation, cnn)
+        else:
+            self.model = QNetwork(obs_dim(obs_space), n_actions, m.hidden_sizes, m.dueling, m.activation)
         self.model.to(self.device)
         self.optimizer = self.make_optimizer(self.model.parameters(), lr=self.cfg.learn.learning_rate)
         self.train_model, self.optimizer = self.distribute(self.model, self.optimizer)
@@ -153,7 +172,7 @@ class DQNPolicy(Policy):
     def collect_action(self, obs: np.ndarray, env_step: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         e = self.cfg.other.eps
         eps = epsilon_schedule(e.type, e.start, e.end, e.decay, env_step)
-        actions = self.model(self.as_tensor(obs)).argmax(dim=-1)
+        actions = self.model(obs_tensor(obs, self.obs_space, self.device)).argmax(dim=-1)
         # Exploration drawn on the policy's device (no host mask into device actions, no host read).
         explore = torch.rand(actions.shape, device=actions.device) < eps
         random_actions = torch.randint_like(actions, self.n_actions)
@@ -161,7 +180,7 @@ class DQNPolicy(Policy):
 
     @torch.no_grad()
     def eval_action(self, obs: np.ndarray) -> np.ndarray:
-        return self.model(self.as_tensor(obs)).argmax(dim=-1).cpu().numpy()
+        return self.model(obs_tensor(obs, self.obs_space, self.device)).argmax(dim=-1).cpu().numpy()
 
     def learn(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One gradient step on a replay batch (keys ``obs, action, reward, next_obs, discount``)."""

@@ -25,9 +25,11 @@ from torch import nn
 from torch.distributions import Categorical, Normal
 
 from ding_dist.comm import allreduce, comm_device, get_world_size
+from ding_dist.envs.normalization import RunningObsNorm
 from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
+from ding_dist.policy.encoders import NatureCNN, is_image_space, obs_tensor
 
-__all__ = ["PPOPolicy", "ActorCritic", "compute_gae"]
+__all__ = ["PPOPolicy", "ActorCritic", "ImageActorCritic", "compute_gae"]
 
 
 class ActorCritic(nn.Module):
@@ -71,6 +73,36 @@ class ActorCritic(nn.Module):
         if self.discrete:
             return Categorical(logits=head)
         return Normal(head, self.log_std.exp().expand_as(head))
+
+
+class ImageActorCritic(nn.Module):
+    """Actor and critic heads on one shared :class:`~ding_dist.policy.encoders.NatureCNN` trunk (CleanRL's
+    Atari PPO network): orthogonal init, gain sqrt(2) in the trunk, 0.01 on the policy head, 1 on the value head.
+
+    Example::
+
+        net = ImageActorCritic((4, 84, 84), action_size=6)
+        logits, value = net(torch.zeros(3, 4, 84, 84, dtype=torch.uint8))  # (3, 6), (3,)
+    """
+
+    discrete = True
+
+    def __init__(self, obs_shape: Sequence[int], action_size: int, features: int = 512) -> None:
+        super().__init__()
+        self.trunk = NatureCNN(obs_shape, features, orthogonal=True)
+        self.actor = nn.Linear(features, action_size)
+        self.critic = nn.Linear(features, 1)
+        for head, gain in ((self.actor, 0.01), (self.critic, 1.0)):
+            nn.init.orthogonal_(head.weight, gain=gain)
+            nn.init.zeros_(head.bias)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.trunk(obs)
+        return self.actor(h), self.critic(h).squeeze(-1)
+
+    def distribution(self, head: torch.Tensor) -> torch.distributions.Distribution:
+        """Categorical over the actor's logits."""
+        return Categorical(logits=head)
 
 
 def compute_gae(
@@ -125,7 +157,7 @@ class PPOPolicy(Policy):
     @classmethod
     def default_config(cls) -> EasyDict:
         cfg = super().default_config()
-        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0)
+        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0, obs_norm=False)
         cfg.learn.update(
             epoch_per_collect=10,
             batch_size=64,
@@ -150,13 +182,29 @@ class PPOPolicy(Policy):
         super().__init__(cfg, obs_space, action_space, device)
         self.discrete, action_size = action_info(action_space)
         m = self.cfg.model
-        self.model = ActorCritic(
-            obs_dim(obs_space), action_size, self.discrete, m.hidden_sizes, m.activation, m.log_std_init
-        ).to(self.device)
+        if is_image_space(obs_space):  # shared Nature-CNN trunk; uint8 in, scaled on the device
+            if not self.discrete:
+                raise ValueError(f"PPO on image observations needs a Discrete action space, got {action_space}")
+            self.model: nn.Module = ImageActorCritic(obs_space.shape, action_size).to(self.device)
+        else:
+            self.model = ActorCritic(
+                obs_dim(obs_space), action_size, self.discrete, m.hidden_sizes, m.activation, m.log_std_init
+            ).to(self.device)
+        #: Rank-synchronized running observation statistics (``model.obs_norm``, vector observations): updated from
+        #: collected observations, merged across ranks once at the end of each ``learn``, so a rollout is
+        #: normalized with the same statistics when collected and when learned from; saved in checkpoints.
+        self.obs_norm: RunningObsNorm | None = None
+        if m.get("obs_norm", False) and not is_image_space(obs_space):
+            self.obs_norm = RunningObsNorm(obs_space.shape, group=self.sync_group).to(self.device)
+            self._state_attrs = (*type(self)._state_attrs, "obs_norm")
         self.optimizer = self.make_optimizer(self.model.parameters(), lr=self.cfg.learn.learning_rate, eps=1e-5)
         self.train_model, self.optimizer = self.distribute(self.model, self.optimizer)
         if not self.discrete:
             self._low, self._high = action_space.low, action_space.high
+
+    def _obs(self, obs: np.ndarray) -> torch.Tensor:
+        x = obs_tensor(obs, self.obs_space, self.device)
+        return x if self.obs_norm is None else self.obs_norm(x)
 
     def _log_prob(self, dist: torch.distributions.Distribution, action: torch.Tensor) -> torch.Tensor:
         logp = dist.log_prob(action)
@@ -164,7 +212,9 @@ class PPOPolicy(Policy):
 
     @torch.no_grad()
     def collect_action(self, obs: np.ndarray, env_step: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        head, value = self.model(self.as_tensor(obs))
+        if self.obs_norm is not None:
+            self.obs_norm.observe(obs)  # pending until the next learn's sync
+        head, value = self.model(self._obs(obs))
         dist = self.model.distribution(head)
         action = dist.sample()
         extras = {"logp": self._log_prob(dist, action).cpu().numpy(), "value": value.cpu().numpy()}
@@ -176,13 +226,13 @@ class PPOPolicy(Policy):
 
     @torch.no_grad()
     def eval_action(self, obs: np.ndarray) -> np.ndarray:
-        head, _ = self.model(self.as_tensor(obs))
+        head, _ = self.model(self._obs(obs))
         action = head.argmax(dim=-1) if self.discrete else head
         return self.to_env_action(action.cpu().numpy())
 
     @torch.no_grad()
     def _value(self, obs: np.ndarray) -> np.ndarray:
-        return self.model(self.as_tensor(obs))[1].cpu().numpy()
+        return self.model(self._obs(obs))[1].cpu().numpy()
 
     def advantages(self, rollout: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """GAE advantages and value targets ``[T, N]`` for a rollout from the collector."""
@@ -227,7 +277,8 @@ class PPOPolicy(Policy):
         def flat(x: np.ndarray) -> torch.Tensor:  # [T, N, ...] -> [T*N, ...]
             return self.as_tensor(x.reshape(-1, *x.shape[2:]))
 
-        obs, old_logp, old_value = flat(rollout["obs"]), flat(rollout["logp"]), flat(rollout["value"])
+        obs = self._obs(rollout["obs"].reshape(-1, *rollout["obs"].shape[2:]))  # uint8 stays uint8 (images)
+        old_logp, old_value = flat(rollout["logp"]), flat(rollout["value"])
         action = flat(rollout["action"]) if not self.discrete else flat(rollout["action"]).long()
         adv_all, ret_all = flat(adv), flat(ret)
 
@@ -284,4 +335,6 @@ class PPOPolicy(Policy):
                 for k, val in step_stats.items():
                     val = val.detach()
                     stats[k] = stats[k] + val if k in stats else val
+        if self.obs_norm is not None:
+            self.obs_norm.sync()  # one allreduce; the next rollout is collected with the merged statistics
         return {k: v / max(1, n_updates) for k, v in stats.items()}

@@ -1,33 +1,46 @@
 """Utilities: crash-safe checkpoints, rank-aware logging and metrics, atomic file writes.
 
+Names are imported on first use (PEP 562), so the command line's ``--help`` and the config layer do not
+import torch (which :mod:`ding_dist.utils.checkpoint` needs).
+
 Example:
     >>> from ding_dist.utils import CheckpointManager, MetricWriter, get_logger
 """
 
-from ding_dist.utils.checkpoint import (
-    CheckpointError,
-    CheckpointManager,
-    capture_rng_state,
-    load_checkpoint,
-    restore_rng_state,
-    save_checkpoint,
-)
-from ding_dist.utils.fileio import atomic_open, atomic_write_json, atomic_write_text
-from ding_dist.utils.logging import METRICS_FILE, MetricWriter, get_logger, progress_bar, read_metrics
+from __future__ import annotations
 
-__all__ = [
-    "CheckpointError",
-    "CheckpointManager",
-    "METRICS_FILE",
-    "MetricWriter",
-    "atomic_open",
-    "atomic_write_json",
-    "atomic_write_text",
-    "capture_rng_state",
-    "get_logger",
-    "load_checkpoint",
-    "progress_bar",
-    "read_metrics",
-    "restore_rng_state",
-    "save_checkpoint",
-]
+import importlib
+from typing import Any
+
+_NAMES = {
+    "CheckpointError": ".checkpoint",
+    "CheckpointManager": ".checkpoint",
+    "capture_rng_state": ".checkpoint",
+    "load_checkpoint": ".checkpoint",
+    "restore_rng_state": ".checkpoint",
+    "save_checkpoint": ".checkpoint",
+    "atomic_open": ".fileio",
+    "atomic_write_json": ".fileio",
+    "atomic_write_text": ".fileio",
+    "METRICS_FILE": ".logging",
+    "MetricWriter": ".logging",
+    "get_logger": ".logging",
+    "PlainProgress": ".logging",
+    "progress_bar": ".logging",
+    "read_metrics": ".logging",
+}
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_NAMES])

@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from ding_dist.utils.fileio import atomic_write_text
 
-__all__ = ["get_logger", "MetricWriter", "progress_bar", "read_metrics", "METRICS_FILE"]
+__all__ = ["get_logger", "MetricWriter", "PlainProgress", "progress_bar", "read_metrics", "METRICS_FILE"]
 
 METRICS_FILE = "metrics.jsonl"
 _RESERVED = ("step", "wall_time")
@@ -218,11 +218,84 @@ class MetricWriter:
         self.close()
 
 
-def progress_bar(total: int | None, desc: str = "", initial: int = 0) -> tqdm:
+class PlainProgress:
+    """Progress off a terminal: one plain line (``n/total env steps (p%), R env steps/s, ETA h:mm:ss, k=v``) every
+    ``interval`` seconds and one at the end, each ending in a newline; tqdm's ``update``, ``set_postfix``,
+    ``close``, ``n``, ``total`` and ``disable``.
+
+    Example:
+        >>> import io
+        >>> out = io.StringIO()
+        >>> bar = PlainProgress(100, desc="env steps", stream=out, clock=iter([0.0, 10.0, 10.0]).__next__)
+        >>> bar.update(50); bar.close()
+        >>> out.getvalue()
+        '50/100 env steps (50%), 5 env steps/s, ETA 0:00:10\\n'
+    """
+
+    def __init__(
+        self,
+        total: int | None,
+        desc: str = "",
+        initial: int = 0,
+        *,
+        disable: bool = False,
+        interval: float = 30.0,
+        unit: str = "env steps",
+        stream: Any = None,
+        clock: Any = time.monotonic,
+    ) -> None:
+        self.total, self.desc, self.n, self.disable = total, desc, initial, disable
+        self.interval, self.unit, self._stream, self._clock = interval, unit, stream, clock
+        self._initial = initial
+        self._start = self._last = clock()
+        self._postfix: dict[str, Any] = {}
+        self._closed = False
+
+    def update(self, n: int = 1) -> None:
+        """Count ``n`` more; print a line when ``interval`` seconds have passed since the last one."""
+        self.n += n
+        now = self._clock()
+        if now - self._last >= self.interval:
+            self._last = now
+            self._print(now)
+
+    def set_postfix(self, ordered_dict: Mapping[str, Any] | None = None, refresh: bool = True, **kwargs: Any) -> None:
+        """Values shown at the end of the next line (never a line of their own)."""
+        self._postfix = {**(ordered_dict or {}), **kwargs}
+
+    def close(self) -> None:
+        """Print the final line (once)."""
+        if not self._closed:
+            self._closed = True
+            self._print(self._clock())
+
+    def line(self, now: float) -> str:
+        """The progress line at time ``now``."""
+        elapsed = max(now - self._start, 1e-9)
+        rate = (self.n - self._initial) / elapsed
+        head = f"{self.desc}: " if self.desc and self.desc != self.unit else ""
+        if self.total:
+            text = f"{head}{self.n}/{self.total} {self.unit} ({min(100, 100 * self.n // self.total)}%)"
+        else:
+            text = f"{head}{self.n} {self.unit}"
+        text += f", {rate:.0f} {self.unit}/s"
+        if self.total and rate > 0:
+            left = max(self.total - self.n, 0) / rate
+            text += f", ETA {int(left // 3600)}:{int(left % 3600 // 60):02d}:{int(left % 60):02d}"
+        return text + "".join(f", {k}={v}" for k, v in self._postfix.items())
+
+    def _print(self, now: float) -> None:
+        if not self.disable:
+            stream = self._stream or sys.stderr
+            stream.write(self.line(now) + "\n")
+            stream.flush()
+
+
+def progress_bar(total: int | None, desc: str = "", initial: int = 0) -> tqdm | PlainProgress:
     """A tqdm bar shown on rank 0 and disabled (silent, still countable) on the other ranks.
 
-    When stderr is not a terminal (CI logs, redirected output) it refreshes every 30 s instead of
-    twice a second, so a log gets a progress line now and then rather than thousands.
+    When stderr is not a terminal (CI logs, redirected output) it is a :class:`PlainProgress`: one
+    plain line every 30 s with the total and an ETA, rather than carriage-return refreshes glued together.
 
     Example:
         >>> bar = progress_bar(100, desc="env steps")
@@ -230,13 +303,15 @@ def progress_bar(total: int | None, desc: str = "", initial: int = 0) -> tqdm:
     """
     if total is not None and (isinstance(total, bool) or not isinstance(total, numbers.Integral) or total < 0):
         raise ValueError(f"total must be an int >= 0 or None, got {total!r}")
-    interval = 0.5 if sys.stderr.isatty() else 30.0
+    disable = _rank_and_world()[0] != 0
+    if not sys.stderr.isatty():
+        return PlainProgress(total, desc=desc, initial=initial, disable=disable)
     return tqdm(
         total=total,
         desc=desc,
         initial=initial,
-        disable=_rank_and_world()[0] != 0,
+        disable=disable,
         dynamic_ncols=True,
-        mininterval=interval,
-        maxinterval=max(interval, 10.0),
+        mininterval=0.5,
+        unit=" env steps" if desc == "env steps" else "it",
     )

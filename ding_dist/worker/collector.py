@@ -40,6 +40,10 @@ class Collector:
         self._ep_length = np.zeros(self.num_envs, dtype=np.int64)
         self.episode_returns: list[float] = []
         self.episode_lengths: list[int] = []
+        # Envs that end an episode at each lost life and clip rewards (Atari training) report the real game's
+        # return and length in info["episode"] (gymnasium's RecordEpisodeStatistics): log those instead.
+        self._game_stats = bool((getattr(venv, "metadata", None) or {}).get("ding_dist.episode_statistics"))
+        self._info: dict = {}
 
     def collect(self, n_steps: int, env_step: int) -> dict[str, np.ndarray]:
         """Run ``n_steps`` vector steps (``n_steps * num_envs`` transitions).
@@ -68,6 +72,7 @@ class Collector:
             }
             for key, value in step.items():
                 rows.setdefault(key, []).append(value)
+            self._info = info
             self._track_episodes(reward, terminated | truncated)
             self.obs = next_obs
         out = {key: np.stack(values) for key, values in rows.items()}
@@ -77,9 +82,17 @@ class Collector:
     def _track_episodes(self, reward: np.ndarray, done: np.ndarray) -> None:
         self._ep_return += reward
         self._ep_length += 1
-        for i in np.flatnonzero(done):
-            self.episode_returns.append(float(self._ep_return[i]))
-            self.episode_lengths.append(int(self._ep_length[i]))
+        if self._game_stats:  # whole games, unclipped, as the env's statistics wrapper counted them
+            # SAME_STEP autoreset: the finished game's info is in info["final_info"] (info is the reset's)
+            info = self._info.get("final_info", self._info)
+            if "episode" in info:
+                for i in np.flatnonzero(info["_episode"]):
+                    self.episode_returns.append(float(info["episode"]["r"][i]))
+                    self.episode_lengths.append(int(info["episode"]["l"][i]))
+        else:
+            for i in np.flatnonzero(done):
+                self.episode_returns.append(float(self._ep_return[i]))
+                self.episode_lengths.append(int(self._ep_length[i]))
         self._ep_return[done] = 0.0
         self._ep_length[done] = 0
 

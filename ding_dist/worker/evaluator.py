@@ -76,14 +76,15 @@ class Evaluator:
             "lengths": lengths,
         }
 
-    def evaluate_and_share(self) -> tuple[float, bool]:
-        """Collective: rank 0 evaluates, then broadcasts ``(mean_return, stop)`` to every rank."""
-        packed = torch.zeros(2, dtype=torch.float64, device=comm_device())
+    def evaluate_and_share(self, group: Any = None) -> tuple[float, bool]:
+        """Collective: rank 0 evaluates, then broadcasts ``(mean_return, stop)`` to every rank of ``group``
+        (default: the world; ``group`` must contain rank 0)."""
+        packed = torch.zeros(2, dtype=torch.float64, device=comm_device(group))
         if get_rank() == 0:
             mean = self.evaluate()["mean_return"]
             stop = self.stop_value is not None and mean >= self.stop_value
             packed.copy_(torch.tensor([mean, float(stop)], dtype=torch.float64))
-        broadcast(packed, src=0)
+        broadcast(packed, src=0, group=group)
         mean, stop = packed.tolist()
         return float(mean), bool(stop)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,8 +19,9 @@ __all__ = ["Learner", "reduce_log"]
 Stat = float | torch.Tensor  # a Python number or a 0-dim tensor still on the policy's device
 
 
-def reduce_log(sums: Mapping[str, Stat], means: Mapping[str, Stat]) -> dict[str, float]:
-    """Sum ``sums`` and average ``means`` over all ranks with ONE allreduce of a packed tensor.
+def reduce_log(sums: Mapping[str, Stat], means: Mapping[str, Stat], group: Any = None) -> dict[str, float]:
+    """Sum ``sums`` and average ``means`` over the ranks of ``group`` (default: all) with ONE allreduce of a
+    packed tensor.
 
     Values are Python numbers or 0-dim tensors (e.g. a loss still on the GPU); the packed tensor lives on
     the device the backend needs (:func:`~ding_dist.comm.comm_device`), and the result is read back to
@@ -38,7 +40,7 @@ def reduce_log(sums: Mapping[str, Stat], means: Mapping[str, Stat]) -> dict[str,
     if not values:
         return {}
     like = next((v for v in values if isinstance(v, torch.Tensor)), None)
-    device = comm_device(like=like)
+    device = comm_device(group, like=like)
     packed = torch.stack(
         [
             v.detach().reshape(()).to(device=device, dtype=torch.float64)
@@ -47,8 +49,8 @@ def reduce_log(sums: Mapping[str, Stat], means: Mapping[str, Stat]) -> dict[str,
             for v in values
         ]
     )
-    allreduce(packed, op="sum")
-    world = get_world_size()
+    allreduce(packed, op="sum", group=group)
+    world = get_world_size(group)
     host = packed.tolist()  # the one host read of a log interval
     out = dict(zip(sum_keys, host[: len(sum_keys)]))
     out.update({k: v / world for k, v in zip(mean_keys, host[len(sum_keys) :])})

@@ -125,6 +125,7 @@ def test_plain_python_script_runs_on_the_fake_link():
 RETRY_SCRIPT = """
 import logging, socket, sys, threading, time
 import ding_dist as dd
+dist_init = dd.dist_init  # import torch now (names load lazily), before the port's 1.5 s timer starts
 logging.basicConfig(level=logging.WARNING)
 port = int(sys.argv[-1])
 holder = socket.socket()
@@ -132,7 +133,7 @@ holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 holder.bind(("127.0.0.1", port))
 holder.listen()
 threading.Timer(1.5, holder.close).start()  # the port frees up while dist_init retries
-print("RESULT", dd.dist_init(backend="gloo", addr="127.0.0.1", port=port, rank=0, world_size=1, timeout=20))
+print("RESULT", dist_init(backend="gloo", addr="127.0.0.1", port=port, rank=0, world_size=1, timeout=20))
 dd.dist_finalize()
 """
 

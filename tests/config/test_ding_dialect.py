@@ -90,6 +90,8 @@ def test_dqn_file_gets_di_engine_meaning():
         "evaluator_env_num": 4,
         "n_evaluator_episode": 4,
         "stop_value": 195,
+        "atari": None,  # not an Atari id: no Atari preprocessing
+        "step_cost_ms": 0.0,
     }
     ours = {"env": {"type": "gymnasium"}, "env_manager": {"type": "sync"}, "policy": {"type": "dqn"}}
     assert cfg.create_config == ours
@@ -133,7 +135,12 @@ def test_ppo_file_gets_di_engine_meaning():
     cfg = load_config(PPO)
     p = cfg.policy
     assert (cfg.env.id, cfg.env.collector_env_num, cfg.env.stop_value) == ("CartPole-v0", 8, 195)
-    assert dict(p.model) == {"hidden_sizes": [64, 64, 64], "activation": "relu", "log_std_init": -0.5}
+    assert dict(p.model) == {
+        "hidden_sizes": [64, 64, 64],
+        "activation": "relu",
+        "log_std_init": -0.5,
+        "obs_norm": False,
+    }
     learn = {k: p.learn[k] for k in ("epoch_per_collect", "batch_size", "learning_rate", "value_weight")}
     assert learn == {"epoch_per_collect": 4, "batch_size": 128, "learning_rate": 0.002, "value_weight": 0.5}
     assert (p.learn.entropy_weight, p.learn.clip_ratio, p.learn.value_clip_ratio) == (0.005, 0.2, 0.2)

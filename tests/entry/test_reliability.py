@@ -385,7 +385,7 @@ def test_restarted_worker_continues_from_its_experiment_folder(tmp_path, monkeyp
     assert load_checkpoint(tmp_path / "ckpt" / "replay_rank0.prev.pt")["env_steps"] == 768
 
     monkeypatch.setenv(pipeline.RESTART_ENV, "1")
-    with caplog.at_level("INFO", logger="ding_dist.entry.pipeline"):
+    with caplog.at_level("INFO", logger="ding_dist.entry"):
         second = pipeline.train((main_cfg, create_cfg), seed=0, exp_dir=tmp_path, max_env_steps=1280)
     assert "restart 1: continuing from" in caplog.text and "ckpt_000000768.pt" in caplog.text
     assert "resumed at env step 768" in caplog.text

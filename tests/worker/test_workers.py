@@ -139,3 +139,38 @@ def test_evaluation_result_is_broadcast_from_rank0(run_ranks):
     expected = local.evaluate()["mean_return"]  # the same policy and seeds on this process
     local.close()
     assert m0 == m1 == expected and s0 is s1 is (expected >= 20.0)
+
+
+class _FourStepGame(gym.Env):
+    """A 'game' of 4 steps paying 3 each; metadata asks the collector to log the statistics wrapper's values."""
+
+    metadata = {"ding_dist.episode_statistics": True}
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,))
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(1, np.float32), 3.0, self.t == 4, False, {}
+
+
+def _clipped_game():
+    env = gym.wrappers.RecordEpisodeStatistics(_FourStepGame())  # sees the real rewards
+    return gym.wrappers.TransformReward(env, np.sign)  # what the learner gets
+
+
+def test_collector_logs_the_real_game_score_when_learning_from_clipped_rewards():
+    from ding_dist.policy import DQNPolicy
+
+    venv = gym.vector.SyncVectorEnv([_clipped_game, _clipped_game], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    cfg = DQNPolicy.default_config()
+    cfg.device = "cpu"
+    policy = DQNPolicy(cfg, venv.single_observation_space, venv.single_action_space)
+    collector = Collector(venv, policy, seeds=[0, 1])
+    rollout = collector.collect(n_steps=8, env_step=0)
+    assert set(rollout["reward"].ravel().tolist()) == {1.0}  # the learner sees clipped rewards
+    assert collector.pop_episodes() == ([12.0, 12.0, 12.0, 12.0], [4, 4, 4, 4])  # the logs, the real score

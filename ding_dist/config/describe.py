@@ -1,0 +1,224 @@
+"""One-line meanings of config keys and the resolved-config table of ``ding-dist config show``.
+
+:data:`KEY_MEANINGS` is the one source of what each key means: ``ding-dist config show CONFIG`` prints
+it next to every key's value, type and default, and docs/rl.md's key tables can be generated from it
+with :func:`markdown_table`. A key is looked up as ``"<policy type>:<dotted key>"`` first (keys whose
+meaning depends on the algorithm), then as ``"<dotted key>"``.
+
+Example:
+    >>> rows = describe({"policy": {"learn": {"batch_size": 128}}}, {"policy": {"learn": {"batch_size": 64}}})
+    >>> rows[0].key, rows[0].value, rows[0].default, rows[0].type
+    ('policy.learn.batch_size', 128, 64, 'int')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["KEY_MEANINGS", "KeyRow", "describe", "format_rows", "markdown_table", "meaning"]
+
+KEY_MEANINGS: dict[str, str] = {
+    "exp_name": "experiment name; the run goes to runs/<exp_name> unless --exp-dir is given",
+    "seed": "random seed of envs, networks and sampling (rank r adds 1000 r)",
+    # env
+    "env.id": "gymnasium id; 'module:Id' imports module first",
+    "env.entry_point": "'module:callable' returning an env (gymnasium or old-gym style) instead of env.id",
+    "env.env_kwargs": "keyword arguments for the env's constructor",
+    "env.max_episode_steps": "episode step limit (None: the env's own)",
+    "env.collector_env_num": "collector envs per rank",
+    "env.evaluator_env_num": "evaluator envs per rank",
+    "env.n_evaluator_episode": "episodes per evaluation",
+    "env.stop_value": "stop once the evaluation return reaches this (None: never)",
+    "env.atari": "Atari preprocessing options (None: the defaults for ALE ids)",
+    "env.step_cost_ms": "artificial cost per env step in ms (benchmarks; 0: none)",
+    # shared by every policy
+    "policy.device": "'auto' (the rank's GPU when there is one, else CPU), 'cpu', 'cuda', 'cuda:N'",
+    "policy.sync.algorithm": "gradient synchronization algorithm across ranks (docs/sync.md)",
+    "policy.sync.options": "options of the synchronization algorithm",
+    "policy.model": "network options (each policy defines its own keys)",
+    "policy.collect.n_sample": "env steps per iteration, global (each rank: n_sample / N)",
+    "policy.learn.batch_size": "batch per update, global (each rank: batch_size / N)",
+    "policy.learn.learning_rate": "Adam learning rate",
+    "policy.eval.eval_freq": "evaluate every this many global env steps (0: only at the end)",
+    "policy.other.log_freq": "write metrics every this many global env steps",
+    "policy.other.checkpoint.freq": "checkpoint every this many global env steps (0: only at the end)",
+    "policy.other.checkpoint.keep_last": "checkpoints kept",
+    # dqn
+    "policy.discount_factor": "gamma",
+    "policy.nstep": "n-step return length",
+    "policy.model.hidden_sizes": "hidden layer sizes of the network(s)",
+    "policy.model.dueling": "dueling Q-network head",
+    "policy.model.activation": "activation of the hidden layers",
+    "policy.learn.update_per_collect": "updates per collect.n_sample global env steps",
+    "policy.learn.learning_starts": "global env steps before the first update",
+    "policy.learn.target_update_freq": "hard target copy every K updates (when target_theta is None)",
+    "policy.learn.target_theta": "soft target update rate per update (None: hard copies)",
+    "policy.learn.double": "double DQN (online net picks, target net scores)",
+    "policy.learn.loss": "'huber' or 'mse'",
+    "policy.learn.grad_clip_norm": "gradient norm clip, applied after the sync (None: off)",
+    "policy.other.eps.type": "epsilon-greedy schedule shape",
+    "policy.other.eps.start": "epsilon at the first env step",
+    "policy.other.eps.end": "epsilon after the decay",
+    "policy.other.eps.decay": "global env steps of the decay",
+    "policy.other.replay_buffer.replay_buffer_size": "replay capacity, global (each rank keeps size / N)",
+    "policy.other.replay_buffer.save_in_checkpoint": "each rank also writes ckpt/replay_rank{r}.pt",
+    "policy.other.replay_buffer.frame_dedup": "store stacked image frames once (None: for image observations)",
+    # ppo
+    "ppo:policy.collect.n_sample": "rollout length per iteration, global",
+    "ppo:policy.learn.batch_size": "minibatch, global (the ragged tail of a shuffled rollout is dropped)",
+    "policy.model.log_std_init": "initial Gaussian log-std for Box actions",
+    "policy.model.obs_norm": "normalize vector observations with running statistics synchronized across ranks",
+    "policy.collect.discount_factor": "gamma of GAE",
+    "policy.collect.gae_lambda": "lambda of GAE",
+    "policy.learn.epoch_per_collect": "epochs over each rollout",
+    "policy.learn.clip_ratio": "policy ratio clip",
+    "policy.learn.value_clip_ratio": "value clip (None: off)",
+    "policy.learn.value_weight": "value loss weight",
+    "policy.learn.entropy_weight": "entropy bonus weight",
+    "policy.learn.adv_norm": "normalize advantages with the statistics of the global minibatch (all ranks)",
+    # sac
+    "policy.model.actor_hidden_sizes": "hidden layer sizes of the actor",
+    "policy.model.critic_hidden_sizes": "hidden layer sizes of each Q critic",
+    "policy.model.log_std_min": "lower clamp of the actor's log-std",
+    "policy.model.log_std_max": "upper clamp of the actor's log-std",
+    "policy.learn.learning_rate_q": "Adam learning rate of the critics",
+    "policy.learn.learning_rate_policy": "Adam learning rate of the actor",
+    "policy.learn.learning_rate_alpha": "Adam learning rate of the entropy temperature",
+    "policy.learn.alpha": "entropy temperature (initial value when auto_alpha)",
+    "policy.learn.auto_alpha": "tune alpha so the policy entropy tracks target_entropy",
+    "policy.learn.target_entropy": "entropy target of auto_alpha (None: -action dimensions)",
+    # impala
+    "policy.learn.rho_bar": "V-trace clip of the importance weights in the value targets",
+    "policy.learn.c_bar": "V-trace clip of the trace coefficients",
+    "policy.learn.vtrace_lambda": "V-trace lambda",
+    # actor_learner (ding_dist/entry/roles.py)
+    "actor_learner.actors": "actor processes; 0: the data-parallel mode",
+    "actor_learner.learners": "learner processes",
+    "actor_learner.weight_sync_every": "learner updates between two weight versions sent to the actors",
+    "actor_learner.max_lag": "most versions a trained chunk may lag behind the learners' weights",
+    "actor_learner.lag_mode": "'block': actors wait for slow learners; 'drop': newer chunks replace unconsumed ones",
+    "actor_learner.queue": "chunks per actor the learner holds before it consumes them",
+    "actor_learner.actor_buffers": "chunks an actor may have in flight",
+    "actor_learner.on_actor_death": "'continue' with the actors left, or 'stop'",
+    "actor_learner.actor_device": "where actors run their policy",
+}
+
+
+def meaning(key: str, policy_type: str | None = None) -> str:
+    """The one-line meaning of dotted ``key`` (``""`` when it has none yet).
+
+    Example:
+        >>> meaning("policy.learn.batch_size", "ppo")
+        'minibatch, global (the ragged tail of a shuffled rollout is dropped)'
+    """
+    if policy_type and f"{policy_type}:{key}" in KEY_MEANINGS:
+        return KEY_MEANINGS[f"{policy_type}:{key}"]
+    return KEY_MEANINGS.get(key, "")
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    """One key of a resolved config: its value, default, the default's type and its meaning."""
+
+    key: str
+    value: Any
+    default: Any
+    type: str
+    meaning: str
+
+
+def _leaves(node: Mapping, path: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in node.items():
+        if isinstance(value, Mapping) and value:
+            yield from _leaves(value, f"{path}{key}.")
+        else:
+            yield f"{path}{key}", value
+
+
+def _type_of(default: Any) -> str:
+    if default is None:
+        return "any"
+    if isinstance(default, Mapping):
+        return "dict"
+    if isinstance(default, (list, tuple)):
+        return "list"
+    return type(default).__name__
+
+
+def describe(cfg: Mapping, schema: Mapping, policy_type: str | None = None) -> list[KeyRow]:
+    """A row per leaf key of ``schema`` (the defaults) with its value in ``cfg``; ``create_config`` skipped."""
+    rows = []
+    for key, default in _leaves({k: v for k, v in schema.items() if k != "create_config"}):
+        value: Any = cfg
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        rows.append(KeyRow(key, value, default, _type_of(default), meaning(key, policy_type)))
+    return rows
+
+
+def format_rows(rows: Sequence[KeyRow], width: int = 60) -> str:
+    """Aligned text columns key / value / type / default / meaning; ``*`` marks values that differ from it."""
+
+    def cut(value: Any) -> str:
+        text = repr(value)
+        return text if len(text) <= width // 2 else text[: width // 2 - 3] + "..."
+
+    table = [("key", "value", "type", "default", "meaning")]
+    table += [(r.key, ("* " if r.value != r.default else "") + cut(r.value), r.type, cut(r.default), r.meaning or "-")
+              for r in rows]  # fmt: skip
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4] for row in table)
+
+
+def markdown_table(rows: Sequence[KeyRow], strip: str = "") -> str:
+    """The ``| key | default | meaning |`` table of docs/rl.md (``strip``: a prefix such as ``"policy."``)."""
+    lines = ["| key | default | meaning |", "|---|---|---|"]
+    for r in rows:
+        key = r.key[len(strip) :] if strip and r.key.startswith(strip) else r.key
+        lines.append(f"| `{key}` | {r.default!r} | {r.meaning or '-'} |")
+    return "\n".join(lines)
+
+
+#: The key tables of docs/rl.md: ``<!-- keys:NAME -->`` ... ``<!-- /keys -->`` holds the generated table.
+DOC_TABLE = "<!-- keys:{name} -->\n{table}\n<!-- /keys -->"
+
+
+def docs_tables() -> dict[str, str]:
+    """The markdown key tables of docs/rl.md: ``shared`` (every policy), then each shipped policy's own keys."""
+    from ding_dist.policy import Policy, get_policy_cls  # torch: only when docs are generated or checked
+
+    shared = {"policy": Policy.default_config()}
+    shared_keys = {r.key for r in describe(shared, shared)}
+    tables = {"shared": markdown_table(describe(shared, shared), strip="policy.")}
+    for name in ("dqn", "ppo"):
+        schema = {"policy": get_policy_cls(name).default_config()}
+        own = [
+            r for r in describe(schema, schema, name) if r.key not in shared_keys or f"{name}:{r.key}" in KEY_MEANINGS
+        ]
+        tables[name] = markdown_table(own, strip="policy.")
+    return tables
+
+
+def render_docs(text: str) -> str:
+    """``text`` (docs/rl.md) with every generated table replaced by its current version.
+
+    Regenerate with ``python -c "from ding_dist.config.describe import write_docs; write_docs('docs/rl.md')"``.
+    """
+    for name, table in docs_tables().items():
+        start, end = f"<!-- keys:{name} -->", "<!-- /keys -->"
+        i = text.find(start)
+        if i < 0:
+            continue
+        j = text.index(end, i)
+        text = text[:i] + DOC_TABLE.format(name=name, table=table) + text[j + len(end) :]
+    return text
+
+
+def write_docs(path: str) -> None:
+    """Rewrite the generated tables of the markdown file at ``path`` in place."""
+    from pathlib import Path
+
+    page = Path(path)
+    page.write_text(render_docs(page.read_text()))

@@ -1,0 +1,72 @@
+"""Evaluation: greedy episodes on rank 0 during a run (the stop decision broadcast to the ranks that learn),
+and :func:`evaluate`, a checkpoint's greedy evaluation on this process alone.
+
+Example::
+
+    evaluate("configs/cartpole_dqn_config.py", "runs/cartpole_dqn", episodes=10)["mean_return"]
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from ding_dist.comm import health_check
+from ding_dist.entry.experiment import ConfigArg, build_policy, env_manager, load_config
+from ding_dist.envs import env_seeds, make_vec_env
+from ding_dist.utils import CheckpointManager, load_checkpoint
+from ding_dist.worker import Evaluator
+
+__all__ = ["EvaluationMixin", "evaluate"]
+
+logger = logging.getLogger(__name__)
+
+
+class EvaluationMixin:
+    """Evaluating during a run (part of ``RunSetup``); ``learn_group`` is the group of the ranks that learn."""
+
+    learn_group: Any
+
+    def evaluate(self) -> bool:
+        """Health check, rank 0's greedy episodes, the result shared; True when ``env.stop_value`` is reached."""
+        health_check(self.health_timeout, group=self.learn_group)  # rank 0 evaluates alone: first make sure
+        mean, stop = self.evaluator.evaluate_and_share(group=self.learn_group)  # everyone is alive
+        c = self.counters
+        c.last_eval, c.best_eval = mean, max(c.best_eval, mean)
+        c.eval_history.append((c.env_steps, mean))
+        self.writer.scalars({"eval/mean_reward": mean, "eval/best_reward": c.best_eval}, step=c.env_steps)
+        logger.info("env step %d: eval mean return %.2f (best %.2f)", c.env_steps, mean, c.best_eval)
+        return stop
+
+
+def evaluate(config: ConfigArg, ckpt: str | os.PathLike, *, episodes: int = 10, seed: int = 0) -> dict[str, Any]:
+    """Greedy evaluation of a checkpoint (a ``ckpt_*.pt`` file or an experiment folder: its newest one).
+
+    Runs on this process only (no collectives). Returns ``mean_return``, ``std_return``, ``returns``,
+    ``lengths``. Example::
+
+        evaluate("configs/cartpole_dqn_config.py", "runs/cartpole_dqn", episodes=10)["mean_return"]
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    cfg = load_config(config, seed=seed)
+    path = Path(ckpt)
+    if path.is_dir():
+        folder = path / "ckpt" if (path / "ckpt").is_dir() else path
+        found = CheckpointManager(folder).latest()
+        if found is None:
+            raise FileNotFoundError(f"no loadable checkpoint in {str(folder)!r}")
+        path = found
+    state = load_checkpoint(path)
+    venv = make_vec_env(cfg.env, min(cfg.env.evaluator_env_num, episodes), env_manager(cfg))
+    try:
+        policy = build_policy(cfg, venv.single_observation_space, venv.single_action_space)
+        policy.load_state_dict(state["policy"])
+        evaluator = Evaluator(venv, policy, episodes, env_seeds(seed, 0, "evaluator", venv.num_envs))
+        result = evaluator.evaluate()
+    finally:
+        venv.close()
+    result["checkpoint"] = str(path)
+    return result

@@ -1,0 +1,330 @@
+"""The learner loop of an actor-learner run: take a chunk, learn from it, send new weights, repeat.
+
+Every learner consumes exactly one chunk per round (from whichever of its actors sent one first), so the
+global counters advance by ``learners x chunk`` env steps per round on every learner, and every decision
+(learn, evaluate, checkpoint, stop) is taken from them, as in the data-parallel loop: the learners enter
+the same collectives in the same order (gradients through the engine within the learner group, one packed
+allreduce per log, one broadcast per evaluation, one allgather per checkpoint). With one learner none runs.
+
+Each round, top to bottom: wait for a chunk (a dead actor is named here; the run goes on with the others or
+stops, ``actor_learner.on_actor_death``); drop it when it lags more than ``actor_learner.max_lag`` versions
+behind; off-policy (DQN, SAC): add it to the actor's replay shard and run the updates its env steps are
+worth (``update_per_collect`` per ``n_sample``, exactly); on-policy (PPO, IMPALA): learn from it (PPO's
+ratio and IMPALA's V-trace correct for the lag with the behavior log-probabilities); every
+``actor_learner.weight_sync_every`` updates (checked after each round), a new weight version (learner rank 0
+sends it without waiting).
+At the end learner rank 0 sends the stop version and every learner drains its actors' last chunks.
+
+Example::
+
+    result = LearnerRun(config, on_policy=False, seed=0, overrides=["actor_learner.actors=2"], exp_dir=...,
+                        max_env_steps=100_000, resume=None).run()   # on a learner rank
+    result["actor_learner"]["lag_max"]  # never above actor_learner.max_lag
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from easydict import EasyDict
+
+from ding_dist.comm import DeadRankError, allreduce, comm_device, debug_enabled, to_ddp_config
+from ding_dist.entry.data_parallel import DEBUG_CHECK_EVERY
+from ding_dist.entry.experiment import build_policy, env_manager, seed_all
+from ding_dist.entry.failures import EXIT_SIGTERM, diagnose
+from ding_dist.entry.roles import RoleGroups, Roles, chunk_steps
+from ding_dist.entry.run_setup import RunSetup, make_replay_buffer
+from ding_dist.envs import env_seeds, make_vec_env
+from ding_dist.policy.base import policy_sync_group
+from ding_dist.utils import atomic_write_json, progress_bar
+from ding_dist.worker import Evaluator, Learner, reduce_log
+from ding_dist.worker.experience import ActorLost, Chunk, ExperienceReceiver, ReplayShards, chunk_layout
+from ding_dist.worker.weight_sync import WeightPublisher
+
+__all__ = ["LearnerRun"]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds the learners wait at the end for the actors' last chunks and for the stop version to go out.
+FINISH_TIMEOUT_S = 60.0
+
+
+@dataclass
+class _Interval:
+    """What a learner saw since the last log record (and, in ``actor``, each actor's latest header)."""
+
+    chunks: int = 0
+    dropped: int = 0
+    lag_sum: int = 0
+    lag_max: int = 0
+    depth_sum: int = 0
+    wait_s: float = 0.0
+    episodes: int = 0
+    return_sum: float = 0.0
+    length_sum: float = 0.0
+    actor: dict[int, Chunk] = field(default_factory=dict)
+
+    def see(self, chunk: Chunk) -> None:
+        """Count a chunk's episodes and keep its header (also for a chunk that is then dropped)."""
+        self.episodes += chunk.episodes
+        self.return_sum += chunk.return_sum
+        self.length_sum += chunk.length_sum
+        self.actor[chunk.actor] = chunk
+
+
+class LearnerRun(RunSetup):
+    """One learner of an actor-learner run (setup from :class:`RunSetup`, the loop in :meth:`run`)."""
+
+    def split_sizes(self, global_cfg: EasyDict) -> EasyDict:
+        roles = Roles.from_config(global_cfg.actor_learner, self.world)
+        return to_ddp_config(global_cfg, world_size=roles.learners)  # per-learner batch_size and n_sample
+
+    def rng_slot(self) -> tuple[int, int] | None:
+        return self.rank, self.roles.learners
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        return {"world_size": self.world, "roles": {"learners": self.roles.learners, "actors": self.roles.actors}}
+
+    def build(self, state: dict | None, env_seed: int) -> None:
+        cfg = self.cfg
+        self.roles = Roles.from_config(cfg.actor_learner, self.world)
+        self.groups = RoleGroups.create(self.roles)  # every rank, same order
+        self.learn_group = self.groups.learners
+        manager = env_manager(cfg)
+        eval_venv = make_vec_env(cfg.env, cfg.env.evaluator_env_num, manager) if self.rank == 0 else None
+        self.evaluator = Evaluator(eval_venv, None, cfg.env.n_evaluator_episode)  # closes eval_venv on failure
+        if eval_venv is not None:
+            obs_space, act_space = eval_venv.single_observation_space, eval_venv.single_action_space
+        else:
+            probe = make_vec_env(cfg.env, 1, "sync")  # the spaces the actors' envs have
+            obs_space, act_space = probe.single_observation_space, probe.single_action_space
+            probe.close()
+        with policy_sync_group(self.learn_group):  # gradients and statistics within the learners
+            self.policy = build_policy(cfg, obs_space, act_space)
+        seed_all(cfg.seed + 1000 * self.rank)
+        eval_seeds = env_seeds(env_seed, self.rank, "evaluator", cfg.env.evaluator_env_num)
+        self.evaluator = Evaluator(eval_venv, self.policy, cfg.env.n_evaluator_episode, eval_seeds, cfg.env.stop_value)
+        self.learner = Learner(self.policy)
+        num_envs = cfg.env.collector_env_num  # each actor's
+        self.steps = chunk_steps(cfg.policy.collect.n_sample * self.roles.learners, self.roles.learners, num_envs)
+        self.layout = chunk_layout(self.policy, obs_space, num_envs, self.steps)
+        self.actors = self.roles.actors_of(self.rank)
+        if not self.on_policy:
+            size = cfg.policy.other.replay_buffer.replay_buffer_size  # global, split over learners and actors
+            capacity = math.ceil(size / self.roles.learners / len(self.actors))
+            shards = {a: make_replay_buffer(cfg, obs_space, act_space, num_envs, capacity, cfg.seed + 1000 * a)
+                      for a in self.actors}  # fmt: skip
+            self.buffer = ReplayShards(shards)
+
+    def _updates_due(self, env_steps: int, n_sample: int) -> int:
+        """Updates for ``env_steps`` new global env steps (``update_per_collect`` per ``n_sample``, exactly)."""
+        c = self.counters
+        c.update_credit += self.cfg.policy.learn.update_per_collect * env_steps
+        due, c.update_credit = divmod(c.update_credit, n_sample)
+        return due
+
+    def _next_chunk(self, receiver: ExperienceReceiver) -> Chunk:
+        """The next chunk; a dead actor is named, and the run goes on without it or stops (``on_actor_death``)."""
+        while True:
+            try:
+                return receiver.next()
+            except ActorLost as lost:
+                if lost.rank < 0 or self.cfg.actor_learner.on_actor_death == "stop":
+                    what = "no actor is left" if lost.rank < 0 else f"actor rank {lost.rank} died ({lost.why})"
+                    raise DeadRankError(f"learner rank {self.rank}: {what}; stopping", [max(lost.rank, 0)]) from None
+                logger.error(
+                    "learner rank %d: actor rank %d died (%s); going on with actor(s) %s",
+                    self.rank,
+                    lost.rank,
+                    lost.why,
+                    lost.left,
+                )
+
+    # --- the loop ------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        cfg, c, al = self.cfg, self.counters, self.cfg.actor_learner
+        p = cfg.policy
+        wall_start, steps_at_start = time.perf_counter(), c.env_steps
+        per_round = self.steps * cfg.env.collector_env_num * self.roles.learners  # global env steps per round
+        n_sample_global = p.collect.n_sample * self.roles.learners
+        eval_freq, log_freq, ckpt_freq = p.eval.eval_freq, p.other.log_freq, p.other.checkpoint.freq
+        learning_starts = p.learn.get("learning_starts", 0)
+        logger.info(
+            "%s: %s; %d global env steps per round, policy on %s, max lag %d (%s), exp dir %s",
+            cfg.exp_name,
+            self.roles.describe(),
+            per_round,
+            self.policy.device,
+            al.max_lag,
+            al.lag_mode,
+            self.exp_dir,
+        )
+        groups = {a: self.groups.experience[a] for a in self.actors}
+        receiver = ExperienceReceiver(self.layout, groups, al.queue, drop_when_full=al.lag_mode == "drop")
+        all_actors = [self.roles.actor_rank(i) for i in range(self.roles.actors)]
+        publisher = WeightPublisher(self.policy, all_actors, self.groups.weights) if self.rank == 0 else None
+        version, published_at = 0, self.policy.train_iter
+        if publisher is not None:
+            publisher.publish(version, self.policy.train_iter, c.env_steps)  # the actors' first weights
+        self._interval, self._last_log = _Interval(), (time.perf_counter(), self.policy.train_iter, {})
+        self.lag_max, self.dropped = 0, 0
+        bar = progress_bar(self.max_env_steps, desc="env steps", initial=c.env_steps)
+        stopped_by, debug, finished = "max_env_steps", debug_enabled(), False
+        try:
+            while self.max_env_steps is None or c.env_steps < self.max_env_steps:
+                waited = time.perf_counter()
+                chunk = self._next_chunk(receiver)  # waits for data
+                self._interval.wait_s += time.perf_counter() - waited
+                self._interval.see(chunk)
+                lag = version - chunk.version
+                if lag > al.max_lag:  # never learn from data more than max_lag versions old
+                    receiver.release(chunk)
+                    self._interval.dropped += 1
+                    continue
+                self._interval.chunks += 1
+                self._interval.lag_sum += lag
+                self._interval.lag_max = max(self._interval.lag_max, lag)
+                self._interval.depth_sum += chunk.queue_depth
+
+                before, c.env_steps = c.env_steps, c.env_steps + per_round
+                iters_before = self.policy.train_iter
+                if self.buffer is None:
+                    rollout = {k: v.copy() for k, v in chunk.rollout.items()}
+                    receiver.release(chunk)  # the actor's next chunk can come in while this one is learned
+                    self.learner.train_rollout(rollout)
+                else:
+                    self.buffer.extend(chunk.rollout, shard=chunk.actor)
+                    receiver.release(chunk)
+                    if c.env_steps >= learning_starts:
+                        n_updates = self._updates_due(per_round, n_sample_global)
+                        self.learner.train_replay(self.buffer, n_updates, p.learn.batch_size)
+                if self.policy.train_iter - published_at >= al.weight_sync_every:  # a new version for the actors
+                    version, published_at = version + 1, self.policy.train_iter
+                    if publisher is not None:
+                        publisher.publish(version, self.policy.train_iter, c.env_steps)
+                if debug and self.policy.train_iter // DEBUG_CHECK_EVERY > iters_before // DEBUG_CHECK_EVERY:
+                    self.check_consistency()
+
+                def crossed(freq: int, before: int = before) -> bool:
+                    return freq > 0 and c.env_steps // freq > before // freq
+
+                if crossed(log_freq):
+                    self.log_interval(wall_start, steps_at_start)
+                stop = crossed(eval_freq) and self.evaluate()
+                if crossed(ckpt_freq):
+                    self.checkpoint()
+                bar.update(per_round)
+                fps = (c.env_steps - steps_at_start) / max(time.perf_counter() - wall_start, 1e-9)
+                last = f"{c.last_eval:.1f}" if c.last_eval is not None else "-"
+                bar.set_postfix(fps=f"{fps:.0f}", eval=last, lag=self.lag_max, q=chunk.queue_depth)
+                if stop:
+                    stopped_by = "stop_value"
+                    break
+
+            # The end: the actors stop (learner rank 0 says so), the learners take their last chunks.
+            if publisher is not None:
+                publisher.publish(version, self.policy.train_iter, c.env_steps, stop=True)
+            receiver.drain()
+            if self._interval.chunks or self._interval.dropped:
+                self.log_interval(wall_start, steps_at_start)
+            if stopped_by != "stop_value" and (not c.eval_history or c.eval_history[-1][0] != c.env_steps):
+                if self.evaluate():
+                    stopped_by = "stop_value"
+            self.checkpoint()
+            left = receiver.join(FINISH_TIMEOUT_S)
+            if publisher is not None and not publisher.join(FINISH_TIMEOUT_S):
+                logger.warning("the stop version did not reach every actor within %g s", FINISH_TIMEOUT_S)
+            if left:
+                logger.warning("actor(s) %s sent no last message within %g s", left, FINISH_TIMEOUT_S)
+            finished = True
+        except Exception as exc:
+            where = f"env step {c.env_steps}"
+            clearer = diagnose(exc, rank=self.rank, world=self.roles.learners, where=where,
+                               health_timeout=self.health_timeout, group=self.learn_group)  # fmt: skip
+            if clearer is None:
+                raise
+            raise clearer from exc
+        except BaseException as exc:  # SIGTERM (SystemExit) or Ctrl-C: log where it stopped
+            why = "SIGTERM" if isinstance(exc, SystemExit) and exc.code == EXIT_SIGTERM else type(exc).__name__
+            logger.warning("stopping at env step %d (%s); newest checkpoint: %s", c.env_steps, why, self.ckpt.latest())
+            raise
+        finally:
+            bar.close()
+            self.close()
+
+        result = {
+            "env_steps": c.env_steps,
+            "train_iters": self.policy.train_iter,
+            "episodes": c.episodes,
+            "best_eval_return": c.best_eval,
+            "last_eval_return": c.last_eval,
+            "eval_history": c.eval_history,
+            "world_size": self.world,
+            "wall_time_s": time.perf_counter() - wall_start,
+            "stopped_by": stopped_by,
+            "exp_dir": str(self.exp_dir),
+            "actor_learner": {
+                "role": "learner",
+                "learners": self.roles.learners,
+                "actors": self.roles.actors,
+                "versions": version,
+                "lag_max": self.lag_max,
+                "max_lag": al.max_lag,
+                "dropped_chunks": self.dropped + receiver.dropped,
+                "actors_lost": sorted(receiver.lost),
+                "finished_cleanly": finished,
+            },
+        }
+        if self.rank == 0:
+            atomic_write_json(self.exp_dir / "result.json", result)
+        return result
+
+    # --- logging ------------------------------------------------------------------------------------
+    def log_interval(self, wall_start: float, steps_at_start: int) -> None:
+        """One record (learner rank 0 writes it): episodes, training statistics, and the actor-learner view:
+        env steps/s of each actor and in total, learner updates/s, policy lag (mean, max), chunks dropped,
+        queue depth, seconds learners waited for data and actors waited for weights and for the learner."""
+        iv, now = self._interval, time.perf_counter()
+        t_last, iters_last, seen_last = self._last_log
+        rates: dict[str, float] = {}
+        waits = {"actors/wait_weights_s": 0.0, "actors/wait_learner_s": 0.0}
+        for i in range(self.roles.actors):
+            rank = self.roles.actor_rank(i)
+            rates[f"actors/env_steps_per_s/rank{rank}"] = 0.0
+            if rank in iv.actor:
+                h, prev = iv.actor[rank], seen_last.get(rank)
+                steps0, wall0 = (prev.env_steps, prev.wall_s) if prev else (0, 0.0)
+                rates[f"actors/env_steps_per_s/rank{rank}"] = (h.env_steps - steps0) / max(h.wall_s - wall0, 1e-9)
+                waits["actors/wait_weights_s"] += h.wait_weights_s - (prev.wait_weights_s if prev else 0.0)
+                waits["actors/wait_learner_s"] += h.wait_send_s - (prev.wait_send_s if prev else 0.0)
+        sums = {
+            "episodes": iv.episodes,
+            "ep_return_sum": iv.return_sum,
+            "ep_length_sum": iv.length_sum,
+            "lag/chunks": iv.chunks,
+            "lag/dropped": iv.dropped,
+            "lag/sum": iv.lag_sum,
+            "queue/depth_sum": iv.depth_sum,
+            **rates,
+            **waits,
+        }
+        means = {**self.learner.pop_stats(), "learner/wait_data_s": iv.wait_s}
+        means["learner/updates_per_s"] = (self.policy.train_iter - iters_last) / max(now - t_last, 1e-9)
+        out = reduce_log(sums, means, group=self.learn_group)
+        lag_max = torch.tensor([float(iv.lag_max)], device=comm_device(self.learn_group))
+        allreduce(lag_max, op="max", group=self.learn_group)
+        chunks = out.pop("lag/chunks")
+        self.dropped += int(out["lag/dropped"])
+        self.lag_max = max(self.lag_max, int(lag_max.item()))
+        out["lag/mean"] = out.pop("lag/sum") / max(chunks, 1)
+        out["lag/max"] = float(lag_max.item())
+        out["queue/depth"] = out.pop("queue/depth_sum") / max(chunks, 1)
+        out["actors/env_steps_per_s"] = sum(v for k, v in out.items() if k.startswith("actors/env_steps_per_s/"))
+        self.writer.scalars(self.common_values(out, wall_start, steps_at_start), step=self.counters.env_steps)
+        self._last_log = (now, self.policy.train_iter, {**seen_last, **iv.actor})
+        self._interval = _Interval()

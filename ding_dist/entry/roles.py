@@ -1,0 +1,177 @@
+"""Roles of an actor-learner run: which ranks learn, which only collect, and the groups that connect them.
+
+A world of ``learners + actors`` processes (torchrun starts them like any other job): ranks
+``0 .. learners-1`` are the learners, the rest the actors. Actor ``i`` (rank ``learners + i``) sends its
+experience to learner ``i % learners`` and receives weights from learner rank 0. The groups, made with the
+collective layer (:func:`ding_dist.comm.new_group`) on every rank in the same order:
+
+- the learner group: the sync engine averages gradients within it (``Policy.sync_group``); with one
+  learner it is a group of one and no gradient collective runs;
+- the actor group: the actors' policies are built in it (they never learn, so it carries nothing but the
+  initial broadcast of the engine);
+- one gloo pair group per actor (the actor and its learner) that carries the actor's experience, and one
+  gloo group of everyone for the weights (learner 0 -> actors): point-to-point messages on CPU tensors,
+  so CUDA learners (NCCL among themselves, e.g. ``DING_DIST_BACKEND=cpu:gloo,cuda:nccl``) and CPU actors
+  exchange them correctly.
+
+Config keys (section ``actor_learner``; ``ding-dist train --actors N --learners M`` sets the first two):
+
+| key | default | meaning |
+|---|---|---|
+| ``actors`` | 0 | actor processes; 0: the data-parallel mode |
+| ``learners`` | 1 | learner processes |
+| ``weight_sync_every`` | 1 | least learner updates between two weight versions (checked after each round) |
+| ``max_lag`` | 8 | most versions a trained chunk may lag behind the learners' weights |
+| ``lag_mode`` | ``"block"`` | ``"block"``: actors wait when the learners fall behind; ``"drop"``: they |
+|  |  | never wait, and a learner overwrites an actor's unconsumed chunk with its newer one |
+| ``queue`` | 0 | chunks per actor a learner receives ahead (0: each when it wants the next) |
+| ``actor_buffers`` | 1 | chunks an actor may have in flight |
+| ``on_actor_death`` | ``"continue"`` | ``"continue"`` with the actors left, or ``"stop"`` |
+| ``actor_device`` | ``"cpu"`` | where actors run their policy |
+
+Example::
+
+    roles = Roles.from_config({"actors": 2, "learners": 1}, world_size=3)
+    roles.learner_of(2), roles.actors_of(0)  # (0, [1, 2])
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from easydict import EasyDict
+
+from ding_dist.comm import new_group
+from ding_dist.config import ConfigError
+
+__all__ = ["RoleGroups", "Roles", "actor_learner_default_config", "check_actor_learner_config", "chunk_steps"]
+
+logger = logging.getLogger(__name__)
+
+LAG_MODES = ("block", "drop")
+DEATH_POLICIES = ("continue", "stop")
+
+
+def actor_learner_default_config() -> EasyDict:
+    """Defaults of the ``actor_learner`` config section (see the module docstring)."""
+    return EasyDict(
+        actors=0,
+        learners=1,
+        weight_sync_every=1,
+        max_lag=8,
+        lag_mode="block",
+        queue=0,
+        actor_buffers=1,
+        on_actor_death="continue",
+        actor_device="cpu",
+    )
+
+
+def check_actor_learner_config(al: Mapping[str, Any]) -> None:
+    """Raise ``ConfigError`` naming the ``actor_learner.*`` key whose value is out of range.
+
+    Example::
+
+        check_actor_learner_config({"actors": -1})  # ConfigError: config key 'actor_learner.actors' ...
+    """
+    for key, low in (("actors", 0), ("learners", 1), ("weight_sync_every", 1), ("max_lag", 0), ("queue", 0),
+                     ("actor_buffers", 1)):  # fmt: skip
+        value = al.get(key, low)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(f"config key 'actor_learner.{key}' must be an int >= {low}, got {value!r}")
+    for key, allowed in (("lag_mode", LAG_MODES), ("on_actor_death", DEATH_POLICIES)):
+        if al.get(key, allowed[0]) not in allowed:
+            raise ConfigError(f"config key 'actor_learner.{key}' must be one of {list(allowed)}, got {al[key]!r}")
+    if al.get("actors", 0) and al.get("actors", 0) < al.get("learners", 1):
+        raise ConfigError(
+            f"actor_learner.actors={al['actors']} < actor_learner.learners={al['learners']}: every learner needs "
+            "at least one actor"
+        )
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Which rank does what in an actor-learner world (learners first, then actors)."""
+
+    learners: int
+    actors: int
+
+    @classmethod
+    def from_config(cls, al: Mapping[str, Any], world_size: int) -> Roles | None:
+        """The roles the ``actor_learner`` section asks for, or None for the data-parallel mode.
+
+        Raises ``ValueError`` when the world does not have ``actors + learners`` processes.
+        """
+        actors, learners = int(al.get("actors", 0)), int(al.get("learners", 1))
+        if actors == 0:
+            return None
+        if world_size != actors + learners:
+            raise ValueError(
+                f"actor_learner.actors={actors} + actor_learner.learners={learners} needs a world of "
+                f"{actors + learners} processes, this one has {world_size} (start it with "
+                f"'ding-dist train CONFIG --actors {actors} --learners {learners}', or torchrun "
+                f"--nproc-per-node {actors + learners})"
+            )
+        return cls(learners, actors)
+
+    @property
+    def world_size(self) -> int:
+        return self.learners + self.actors
+
+    def is_learner(self, rank: int) -> bool:
+        return rank < self.learners
+
+    def actor_index(self, rank: int) -> int:
+        """0 for the first actor rank (rank ``learners``), 1 for the next, ..."""
+        if self.is_learner(rank):
+            raise ValueError(f"rank {rank} is a learner, not an actor")
+        return rank - self.learners
+
+    def actor_rank(self, index: int) -> int:
+        return self.learners + index
+
+    def learner_of(self, actor_rank: int) -> int:
+        """The learner rank that receives this actor's experience."""
+        return self.actor_index(actor_rank) % self.learners
+
+    def actors_of(self, learner_rank: int) -> list[int]:
+        """The actor ranks whose experience this learner receives."""
+        return [r for r in range(self.learners, self.world_size) if self.learner_of(r) == learner_rank]
+
+    def describe(self) -> str:
+        return f"{self.learners} learner(s) (ranks 0-{self.learners - 1}) and {self.actors} actor(s)"
+
+
+@dataclass
+class RoleGroups:
+    """The groups of an actor-learner world; :meth:`create` runs on every rank, in the same order."""
+
+    learners: Any  # learner group (non-member placeholder on actors)
+    actors: Any  # actor group (non-member placeholder on learners)
+    weights: Any  # gloo group of every rank: learner 0 -> actors
+    experience: dict[int, Any]  # actor rank -> gloo group {its learner, the actor}
+
+    @classmethod
+    def create(cls, roles: Roles) -> RoleGroups:
+        learners = new_group(list(range(roles.learners)))
+        actors = new_group([roles.actor_rank(i) for i in range(roles.actors)])
+        weights = new_group(list(range(roles.world_size)), backend="gloo")
+        experience = {}
+        for i in range(roles.actors):
+            rank = roles.actor_rank(i)
+            experience[rank] = new_group([roles.learner_of(rank), rank], backend="gloo")
+        return cls(learners, actors, weights, experience)
+
+
+def chunk_steps(n_sample: int, learners: int, num_envs: int) -> int:
+    """Vector steps per chunk: each learner consumes one chunk per round, and a round is the global
+    ``collect.n_sample`` (rounded up to whole vector steps of ``num_envs`` envs), as one data-parallel iteration.
+
+    Example::
+
+        chunk_steps(256, learners=1, num_envs=8)  # 32 vector steps = 256 env steps per chunk
+    """
+    return max(1, -(-int(n_sample) // (int(learners) * int(num_envs))))

@@ -1,0 +1,82 @@
+"""Observation encoders chosen from the observation space: Nature-CNN for images, flat vectors otherwise.
+
+Images (a uint8 ``Box`` of shape ``(C, H, W)``, e.g. 4 stacked 84x84 Atari frames) stay uint8 on the
+wire and in memory (rollouts, replay); :class:`NatureCNN` converts them to float and scales them by
+1/255 on the policy's device, inside ``forward``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["NatureCNN", "is_image_space", "obs_tensor"]
+
+
+def is_image_space(space: gym.Space) -> bool:
+    """Whether ``space`` is a channels-first uint8 image ``Box`` ``(C, H, W)`` (H, W >= 36).
+
+    Example::
+
+        is_image_space(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8))  # True
+    """
+    return (
+        isinstance(space, gym.spaces.Box)
+        and space.dtype == np.uint8
+        and len(space.shape) == 3
+        and min(space.shape[1:]) >= 36
+    )
+
+
+def obs_tensor(obs: np.ndarray, space: gym.Space, device: torch.device | str) -> torch.Tensor:
+    """Observations as a tensor on ``device``: uint8 for image spaces (scaled in the encoder), else float32.
+
+    Example::
+
+        x = obs_tensor(obs, venv.single_observation_space, "cpu")
+    """
+    dtype = torch.uint8 if is_image_space(space) else torch.float32
+    return torch.as_tensor(obs, dtype=dtype, device=device)
+
+
+class NatureCNN(nn.Module):
+    """The convolutional trunk of Mnih et al. (2015): ``uint8 (B, C, H, W) -> float (B, features)``.
+
+    Conv 32x8x8 stride 4, conv 64x4x4 stride 2, conv 64x3x3 stride 1, each with ReLU, then a linear
+    layer to ``features`` with ReLU. Inputs are scaled by 1/255 here, on the module's device. With
+    ``orthogonal=True`` the layers are orthogonally initialized with gain sqrt(2) (the PPO convention).
+
+    Example::
+
+        cnn = NatureCNN((4, 84, 84))
+        cnn(torch.zeros(2, 4, 84, 84, dtype=torch.uint8)).shape  # (2, 512)
+    """
+
+    def __init__(self, in_shape: Sequence[int], features: int = 512, *, orthogonal: bool = False) -> None:
+        super().__init__()
+        channels = int(in_shape[0])
+        self.convs = nn.Sequential(
+            nn.Conv2d(channels, 32, 8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            flat = int(self.convs(torch.zeros(1, *map(int, in_shape))).shape[1])
+        self.fc = nn.Sequential(nn.Linear(flat, int(features)), nn.ReLU())
+        self.out_features = int(features)
+        if orthogonal:
+            for layer in self.modules():
+                if isinstance(layer, nn.Conv2d | nn.Linear):
+                    nn.init.orthogonal_(layer.weight, gain=float(np.sqrt(2)))
+                    nn.init.zeros_(layer.bias)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.convs(obs.float() / 255.0))

@@ -1,0 +1,172 @@
+"""IMPALA: actor-critic learning from lagged actors with V-trace off-policy correction.
+
+Actors act with older weights than the learner's (the behavior policy ``mu``); the learner corrects for the
+lag with truncated importance weights, V-trace (Espeholt et al., 2018). For a rollout ``[T, N]`` with
+``rho_t = min(rho_bar, pi(a_t|x_t) / mu(a_t|x_t))`` and ``c_t = lambda * min(c_bar, pi / mu)``:
+
+    delta_t = rho_t * (r_t + gamma_t * V(x_{t+1}) - V(x_t))
+    v_t     = V(x_t) + delta_t + gamma_t * c_t * (v_{t+1} - V(x_{t+1}))          (v_T = V(x_T))
+    loss    = -mean(rho_t * (r_t + gamma_t * v_{t+1} - V(x_t)) * log pi(a_t|x_t))
+              + value_weight * 0.5 * mean((v_t - V(x_t))^2) - entropy_weight * mean(entropy)
+
+``gamma_t`` is 0 after a termination; a truncated step adds ``gamma * V(final obs)`` to its reward and cuts
+the recursion, as PPO does. The network is PPO's :class:`~ding_dist.policy.ppo.ActorCritic` (acting,
+extras ``logp`` and ``value``, evaluation are PPO's); ``learn`` runs ``epoch_per_collect`` passes over the
+rollout in minibatches of whole env columns (so every minibatch keeps its time order), V-trace recomputed
+with the current network in each. Every update goes through the sync engine (the learner group).
+
+Example::
+
+    cfg = IMPALAPolicy.default_config()
+    policy = IMPALAPolicy(cfg, env.single_observation_space, env.single_action_space)
+    stats = policy.learn(rollout)  # rollout from a collector or an actor, fields [T, N, ...]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+from easydict import EasyDict
+from torch import nn
+
+from ding_dist.policy.base import Policy
+from ding_dist.policy.ppo import PPOPolicy
+
+__all__ = ["IMPALAPolicy", "vtrace"]
+
+
+def vtrace(
+    log_rho: torch.Tensor,
+    reward: torch.Tensor,
+    discount: torch.Tensor,
+    value: torch.Tensor,
+    bootstrap: torch.Tensor,
+    rho_bar: float = 1.0,
+    c_bar: float = 1.0,
+    lam: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """V-trace targets ``v_t`` and policy-gradient advantages over a time-major ``[T, N]`` rollout.
+
+    ``log_rho = log pi - log mu``; ``discount[t] = gamma`` (0 where step ``t`` ended the episode);
+    ``bootstrap``: ``V(x_T)`` ``[N]``. With ``pi == mu`` and ``lam = 1`` the targets are n-step returns.
+
+    Example::
+
+        vs, adv = vtrace(torch.zeros(3, 1), torch.ones(3, 1), torch.full((3, 1), 0.9), torch.zeros(3, 1),
+                         torch.zeros(1))
+        vs[:, 0]  # tensor([2.7100, 1.9000, 1.0000])
+    """
+    with torch.no_grad():
+        ratio = log_rho.exp()
+        rho = ratio.clamp(max=rho_bar)
+        c = lam * ratio.clamp(max=c_bar)
+        next_value = torch.cat([value[1:], bootstrap[None]], dim=0)
+        delta = rho * (reward + discount * next_value - value)
+        acc = torch.zeros_like(bootstrap)
+        corrections = torch.empty_like(value)
+        for t in reversed(range(value.shape[0])):
+            acc = delta[t] + discount[t] * c[t] * acc
+            corrections[t] = acc
+        vs = value + corrections
+        next_vs = torch.cat([vs[1:], bootstrap[None]], dim=0)
+        advantage = rho * (reward + discount * next_vs - value)
+    return vs, advantage
+
+
+class IMPALAPolicy(PPOPolicy):
+    """Actor-critic with V-trace (discrete or continuous actions), for lagged actors.
+
+    Config (``policy.*``, beyond the base keys): ``model.hidden_sizes``, ``model.activation``,
+    ``model.log_std_init`` (PPO's network); ``collect.discount_factor``, ``collect.n_sample``;
+    ``learn.epoch_per_collect`` (passes over each rollout), ``learn.batch_size`` (global minibatch,
+    rounded down to whole env columns), ``learn.learning_rate``, ``learn.rho_bar`` and ``learn.c_bar``
+    (importance-weight truncation), ``learn.vtrace_lambda``, ``learn.value_weight``, ``learn.entropy_weight``,
+    ``learn.adv_norm``, ``learn.grad_clip_norm``.
+
+    Example::
+
+        policy = IMPALAPolicy(IMPALAPolicy.default_config(), obs_space, action_space)
+        stats = policy.learn(rollout)  # {"loss": ..., "policy_loss": ..., "value_loss": ..., "rho_mean": ...}
+    """
+
+    on_policy = True
+
+    @classmethod
+    def default_config(cls) -> EasyDict:
+        cfg = Policy.default_config()
+        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0)
+        cfg.learn.update(
+            epoch_per_collect=1,
+            batch_size=256,
+            learning_rate=1e-3,
+            rho_bar=1.0,
+            c_bar=1.0,
+            vtrace_lambda=1.0,
+            value_weight=0.5,
+            entropy_weight=0.01,
+            adv_norm=False,
+            grad_clip_norm=0.5,
+        )
+        cfg.collect.update(n_sample=256, discount_factor=0.99)
+        return cfg
+
+    def learn(self, rollout: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        """``epoch_per_collect`` passes of V-trace actor-critic updates over one rollout (``[T, N, ...]``)."""
+        lc, gamma = self.cfg.learn, self.cfg.collect.discount_factor
+        obs = self.as_tensor(rollout["obs"])
+        action = self.as_tensor(rollout["action"], torch.long if self.discrete else torch.float32)
+        behavior_logp = self.as_tensor(rollout["logp"])
+        reward = self.as_tensor(rollout["reward"])
+        terminated = self.as_tensor(rollout["terminated"], torch.bool)
+        truncated = self.as_tensor(rollout["truncated"], torch.bool)
+        steps, n_envs = reward.shape
+        with torch.no_grad():  # a truncated episode did not end in the MDP: bootstrap from its final observation
+            if truncated.any():
+                reward = reward.clone()
+                reward[truncated] += gamma * self.model(self.as_tensor(rollout["next_obs"])[truncated])[1]
+            bootstrap = self.model(self.as_tensor(rollout["last_obs"]))[1]
+        discount = gamma * (~(terminated | truncated)).float()
+
+        columns = max(1, min(n_envs, int(lc.batch_size) // steps))  # whole env columns per minibatch
+        n_minibatch = n_envs // columns
+        stats: dict[str, torch.Tensor] = {}
+        for _ in range(lc.epoch_per_collect):
+            order = torch.randperm(n_envs, device=self.device)
+            for mb in range(n_minibatch):
+                cols = order[mb * columns : (mb + 1) * columns]
+                head, value = self.train_model(obs[:, cols])
+                dist = self.model.distribution(head)
+                logp = self._log_prob(dist, action[:, cols])
+                entropy = dist.entropy() if self.discrete else dist.entropy().sum(-1)
+
+                log_rho = logp.detach() - behavior_logp[:, cols]
+                vs, adv = vtrace(log_rho, reward[:, cols], discount[:, cols], value.detach(), bootstrap[cols],
+                                 lc.rho_bar, lc.c_bar, lc.vtrace_lambda)  # fmt: skip
+                if lc.adv_norm:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                policy_loss = -(adv * logp).mean()
+                value_loss = 0.5 * ((vs - value) ** 2).mean()
+                loss = policy_loss + lc.value_weight * value_loss - lc.entropy_weight * entropy.mean()
+
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()  # through the wrapped model: gradients are averaged across the learners
+                if lc.grad_clip_norm is not None:
+                    nn.utils.clip_grad_norm_(self.model.parameters(), lc.grad_clip_norm)
+                self.optimizer.step()
+                self.train_iter += 1
+
+                with torch.no_grad():
+                    step_stats = {
+                        "loss": loss,
+                        "policy_loss": policy_loss,
+                        "value_loss": value_loss,
+                        "entropy": entropy.mean(),
+                        "rho_mean": log_rho.exp().mean(),
+                    }
+                for k, val in step_stats.items():
+                    val = val.detach()
+                    stats[k] = stats[k] + val if k in stats else val
+        n_updates = max(1, lc.epoch_per_collect * n_minibatch)
+        return {k: v / n_updates for k, v in stats.items()}

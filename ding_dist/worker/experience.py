@@ -1,0 +1,457 @@
+"""Experience from actors to learners: fixed-size chunks in preallocated byte buffers, sent point to point.
+
+A *chunk* is one rollout of an actor (``[T, num_envs, ...]`` fields, as :class:`~ding_dist.worker.Collector`
+returns them) plus a header: the actor, its chunk number, the **policy version** that collected it, the
+actor's env-step count, the episodes it finished since its previous chunk and its timings, and a checksum
+of the payload. Every chunk of a run has the same :class:`ChunkLayout`, so both sides preallocate their
+buffers once and a chunk is one ``isend``/``irecv`` of a flat ``uint8`` tensor (never pickled).
+
+- :class:`ExperienceSender` (actor): ``actor_buffers`` buffers; a thread sends the filled ones in order.
+  :meth:`~ExperienceSender.acquire` waits while every buffer is in flight: the actor blocks when its learner
+  falls behind.
+- :class:`ExperienceReceiver` (learner): ``queue`` chunks per actor, one receiving thread per actor (gloo
+  point-to-point requests cannot be polled, so a thread waits on each). In ``block`` mode a thread stops
+  receiving while its actor's ``queue`` buffers are full (its actor then blocks; with ``queue=0`` a chunk
+  is received only when the learner asks for the next one, so the actor collects its following chunk with
+  the weights of that moment: the least lag that still overlaps collection and learning); in ``drop`` mode it
+  keeps receiving and drops the actor's oldest unconsumed chunk beyond ``queue`` (the actor never waits;
+  the drop is counted).
+- :class:`ReplayShards`: one replay buffer per actor on a learner (each keeps its env slots in time order).
+
+Example::
+
+    layout = chunk_layout(policy, obs_space, num_envs=8, steps=32)
+    sender = ExperienceSender(layout, learner_rank=0, group=pair_group)      # on the actor
+    receiver = ExperienceReceiver(layout, {1: pair_group})                  # on the learner
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from ding_dist.comm import irecv, isend
+from ding_dist.data.replay import ReplayBuffer
+
+__all__ = [
+    "Chunk",
+    "ChunkLayout",
+    "ExperienceReceiver",
+    "ExperienceSender",
+    "ReplayShards",
+    "chunk_layout",
+]
+
+logger = logging.getLogger(__name__)
+
+# Header slots (int64).
+KIND, ACTOR, SEQ, VERSION, ENV_STEPS, EPISODES, CHECKSUM = range(7)
+N_META = 8
+# Header slots (float64): episode sums since the previous chunk, then the actor's cumulative timings.
+RETURN_SUM, LENGTH_SUM, WALL_S, WAIT_WEIGHTS_S, WAIT_SEND_S = range(5)
+N_STATS = 8
+#: Chunk kinds: experience, and the actor's last message (it stops; nothing follows).
+DATA, LAST = 1, 2
+ROLLOUT_FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
+
+
+def _torch_dtype(dtype: Any) -> torch.dtype:
+    return dtype if isinstance(dtype, torch.dtype) else torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
+
+
+class ChunkLayout:
+    """Named fields of fixed shape and dtype at fixed offsets of one flat ``uint8`` buffer (8-byte aligned).
+
+    The fields ``meta`` (int64) and ``stats`` (float64) form the header; the rest is the payload the
+    checksum covers.
+
+    Example::
+
+        layout = ChunkLayout({"reward": ((32, 8), np.float32)})
+        buf = layout.new_buffer()
+        layout.views(buf)["reward"].shape  # torch.Size([32, 8])
+    """
+
+    def __init__(self, fields: Mapping[str, tuple[tuple[int, ...], Any]]) -> None:
+        spec = {"meta": ((N_META,), np.int64), "stats": ((N_STATS,), np.float64), **fields}
+        self.fields: dict[str, tuple[tuple[int, ...], torch.dtype, int, int]] = {}
+        offset = 0
+        for name, (shape, dtype) in spec.items():
+            dtype = _torch_dtype(dtype)
+            nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+            self.fields[name] = (tuple(int(s) for s in shape), dtype, offset, nbytes)
+            offset += -(-nbytes // 8) * 8
+        self.payload_start = self.fields[next(iter(fields))][2] if fields else offset
+        self.nbytes = offset
+        n = self.nbytes - self.payload_start
+        self._weights = torch.arange(n, dtype=torch.int64) % 251 + 1  # position-weighted byte sum
+
+    def new_buffer(self) -> torch.Tensor:
+        return torch.zeros(self.nbytes, dtype=torch.uint8)
+
+    def views(self, buf: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Tensors viewing ``buf`` (no copy), one per field."""
+        return {
+            name: buf[offset : offset + nbytes].view(dtype).view(shape)
+            for name, (shape, dtype, offset, nbytes) in self.fields.items()
+        }
+
+    def checksum(self, buf: torch.Tensor) -> int:
+        """Position-weighted sum of the payload bytes: a reordered, lost or changed byte changes it."""
+        return int((buf[self.payload_start :].to(torch.int64) * self._weights).sum())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ChunkLayout) and self.fields == other.fields
+
+
+def chunk_layout(policy: Any, obs_space: gym.Space, num_envs: int, steps: int) -> ChunkLayout:
+    """The layout of a chunk of ``steps`` vector steps of ``num_envs`` envs for ``policy``.
+
+    The action dtype and the policy's extras (PPO: ``logp``, ``value``) come from one dry run of
+    ``policy.collect_action`` on sampled observations, with every RNG left as it was.
+
+    Example::
+
+        layout = chunk_layout(policy, venv.single_observation_space, num_envs=8, steps=32)
+    """
+    obs = np.stack([obs_space.sample() for _ in range(num_envs)]).astype(obs_space.dtype)
+    devices = [policy.device.index or 0] if policy.device.type == "cuda" else []
+    np_state = np.random.get_state()
+    with torch.random.fork_rng(devices=devices, device_type="cuda"):
+        action, extras = policy.collect_action(obs, 0)
+    np.random.set_state(np_state)
+    step, obs_shape = (steps, num_envs), tuple(obs_space.shape)
+    fields: dict[str, tuple[tuple[int, ...], Any]] = {
+        "obs": ((*step, *obs_shape), obs_space.dtype),
+        "action": ((*step, *action.shape[1:]), action.dtype),
+        "reward": (step, np.float32),
+        "next_obs": ((*step, *obs_shape), obs_space.dtype),
+        "terminated": (step, np.bool_),
+        "truncated": (step, np.bool_),
+    }
+    for name, value in sorted(extras.items()):
+        fields[name] = ((*step, *value.shape[1:]), value.dtype)
+    fields["last_obs"] = ((num_envs, *obs_shape), obs_space.dtype)
+    return ChunkLayout(fields)
+
+
+@dataclass
+class Chunk:
+    """A received chunk: ``rollout`` (numpy views of the learner's buffer, valid until released) and header."""
+
+    actor: int
+    slot: int
+    version: int
+    seq: int
+    env_steps: int
+    episodes: int
+    return_sum: float
+    length_sum: float
+    wall_s: float
+    wait_weights_s: float
+    wait_send_s: float
+    queue_depth: int
+    rollout: dict[str, np.ndarray]
+
+
+# ------------------------------------------------------------------------------------------- actor side
+class ExperienceSender:
+    """The actor's side: fill a free buffer (:meth:`acquire`), then :meth:`send` it; a thread does the sends.
+
+    Example::
+
+        sender = ExperienceSender(layout, learner_rank=0, group=pair_group, buffers=2)
+        slot, fields = sender.acquire()          # waits while every buffer is in flight
+        fields["reward"].copy_(torch.from_numpy(rollout["reward"]))
+        sender.send(slot, version=3, seq=0)
+        sender.finish()                          # the last message; the thread ends after it
+    """
+
+    def __init__(self, layout: ChunkLayout, learner_rank: int, group: Any, buffers: int = 2) -> None:
+        self.layout, self.learner_rank, self.group = layout, learner_rank, group
+        self._buffers = [layout.new_buffer() for _ in range(buffers)]
+        self._views = [layout.views(b) for b in self._buffers]
+        self._free: collections.deque[int] = collections.deque(range(buffers))
+        self._pending: collections.deque[int] = collections.deque()
+        self._cv = threading.Condition()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._send_loop, name="experience-sender", daemon=True)
+        self._thread.start()
+
+    def _send_loop(self) -> None:
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: self._pending)
+                slot = self._pending[0]
+            try:
+                isend(self._buffers[slot], self.learner_rank, self.group).wait()
+            except BaseException as e:  # the learner went away
+                with self._cv:
+                    self.error = e
+                    self._cv.notify_all()
+                return
+            last = int(self._views[slot]["meta"][KIND]) == LAST
+            with self._cv:
+                self._pending.popleft()
+                self._free.append(slot)
+                self._cv.notify_all()
+            if last:
+                return
+
+    def _raise_if_failed(self) -> None:
+        if self.error is not None:
+            raise ConnectionError(f"sending experience to learner rank {self.learner_rank} failed: {self.error}")
+
+    def acquire(self, stop: threading.Event | None = None) -> tuple[int, dict[str, torch.Tensor]] | None:
+        """A free buffer ``(slot, field views)``; waits while all are in flight. None if ``stop`` is set first."""
+        with self._cv:
+            while not self._free:
+                self._raise_if_failed()
+                if stop is not None and stop.is_set():
+                    return None
+                self._cv.wait(0.05)
+            self._raise_if_failed()
+            slot = self._free.popleft()
+        return slot, self._views[slot]
+
+    def send(self, slot: int, *, kind: int = DATA) -> None:
+        """Queue buffer ``slot`` (its fields and header filled) for sending; the checksum is added here."""
+        meta = self._views[slot]["meta"]
+        meta[KIND] = kind
+        meta[CHECKSUM] = self.layout.checksum(self._buffers[slot])
+        with self._cv:
+            self._raise_if_failed()
+            self._pending.append(slot)
+            self._cv.notify_all()
+
+    def finish(self, timeout: float | None = None) -> None:
+        """Send the last message (after every queued chunk) and wait until the thread has sent it."""
+        got = self.acquire()
+        if got is not None:
+            slot, views = got
+            views["meta"].zero_()
+            self.send(slot, kind=LAST)
+        self._thread.join(timeout)
+        self._raise_if_failed()
+
+
+# ----------------------------------------------------------------------------------------- learner side
+class ExperienceReceiver:
+    """The learner's side: ``queue`` buffers per actor, filled by one receiving thread per actor.
+
+    :meth:`next` returns the oldest received chunk (any actor) and :meth:`release` gives its buffer back.
+    A dead actor (its connection closed) is reported by :meth:`next` raising :class:`ActorLost` once;
+    :meth:`drain` (at the end) discards what arrives until every live actor has sent its last message.
+
+    Example::
+
+        receiver = ExperienceReceiver(layout, {1: group_1, 2: group_2}, queue=2, drop_when_full=False)
+        chunk = receiver.next()
+        learn(chunk.rollout)
+        receiver.release(chunk)
+    """
+
+    def __init__(
+        self, layout: ChunkLayout, groups: Mapping[int, Any], queue: int = 2, drop_when_full: bool = False
+    ) -> None:
+        self.layout = layout
+        self.drop_when_full = drop_when_full
+        self.queue = max(queue, 1) if drop_when_full else queue
+        # Drop mode receives before it drops: room for the queue, the chunk being consumed and the one arriving.
+        n_buffers = self.queue + 2 if drop_when_full else max(queue, 1)
+        self._wanted = False  # queue 0: a chunk is received only once next() asks for one
+        self._buffers = {a: [layout.new_buffer() for _ in range(n_buffers)] for a in groups}
+        self._views = {a: [layout.views(b) for b in bufs] for a, bufs in self._buffers.items()}
+        self._free = {a: collections.deque(range(n_buffers)) for a in groups}
+        self._ready: collections.deque[tuple[int, int]] = collections.deque()  # (actor, slot), oldest first
+        self._cv = threading.Condition()
+        self._draining = False
+        self.dropped = 0  # chunks overwritten before they were consumed (drop mode)
+        self.lost: dict[int, str] = {}  # actor rank -> why its connection ended
+        self._reported: set[int] = set()
+        self.finished: set[int] = set()  # actors that sent their last message
+        self._threads = [
+            threading.Thread(target=self._receive_loop, args=(a, g), name=f"experience-from-{a}", daemon=True)
+            for a, g in groups.items()
+        ]
+        for t in self._threads:
+            t.start()
+
+    @property
+    def live_actors(self) -> list[int]:
+        with self._cv:
+            return [a for a in self._buffers if a not in self.lost and a not in self.finished]
+
+    def _take_slot(self, actor: int) -> int:
+        with self._cv:  # block mode: until the learner consumes one (queue 0: until it asks for the next)
+            self._cv.wait_for(lambda: self._free[actor] and (self.queue > 0 or self._wanted or self._draining))
+            return self._free[actor].popleft()
+
+    def _keep_newest(self, actor: int) -> None:
+        """Drop mode: overwrite this actor's oldest unconsumed chunks beyond the queue (lock held)."""
+        mine = [i for i, (a, _) in enumerate(self._ready) if a == actor]
+        for i in reversed(mine[: max(0, len(mine) - self.queue)]):
+            self._free[actor].append(self._ready[i][1])
+            del self._ready[i]
+            self.dropped += 1
+
+    def _receive_loop(self, actor: int, group: Any) -> None:
+        while True:
+            slot = self._take_slot(actor)
+            buf = self._buffers[actor][slot]
+            try:
+                irecv(buf, actor, group).wait()
+            except BaseException as e:  # the actor went away
+                with self._cv:
+                    self.lost[actor] = " ".join(str(e).split())[:300] or type(e).__name__
+                    self._free[actor].append(slot)
+                    self._cv.notify_all()
+                return
+            meta = self._views[actor][slot]["meta"]
+            with self._cv:
+                if int(meta[KIND]) == LAST:
+                    self.finished.add(actor)
+                    self._free[actor].append(slot)
+                    self._cv.notify_all()
+                    return
+                if self.layout.checksum(buf) != int(meta[CHECKSUM]):
+                    self.lost[actor] = f"chunk {int(meta[SEQ])} arrived corrupted (checksum mismatch)"
+                    self._cv.notify_all()
+                    return
+                if self._draining:
+                    self._free[actor].append(slot)
+                else:
+                    self._ready.append((actor, slot))
+                    self._wanted = False
+                    if self.drop_when_full:
+                        self._keep_newest(actor)
+                self._cv.notify_all()
+
+    def next(self, timeout: float | None = None) -> Chunk:
+        """The oldest received chunk; waits for one. Raises :class:`ActorLost` once per actor that died (its
+        rank and why), and ``TimeoutError`` after ``timeout`` seconds without a chunk."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while True:
+                for actor, why in self.lost.items():
+                    if actor not in self._reported:
+                        self._reported.add(actor)
+                        raise ActorLost(actor, why, [a for a in self._buffers if a not in self.lost])
+                if self._ready:
+                    depth = len(self._ready) - 1  # chunks still waiting behind this one
+                    actor, slot = self._ready.popleft()
+                    break
+                if not self._wanted:
+                    self._wanted = True
+                    self._cv.notify_all()
+                if all(a in self.lost or a in self.finished for a in self._buffers):
+                    raise ActorLost(-1, "no actor is left", [])
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"no experience arrived within {timeout:g} s")
+                self._cv.wait(0.5 if left is None else min(left, 0.5))
+        v = self._views[actor][slot]
+        meta, stats = v["meta"].tolist(), v["stats"].tolist()
+        rollout = {k: t.numpy() for k, t in v.items() if k not in ("meta", "stats")}
+        return Chunk(
+            actor,
+            slot,
+            meta[VERSION],
+            meta[SEQ],
+            meta[ENV_STEPS],
+            meta[EPISODES],
+            stats[RETURN_SUM],
+            stats[LENGTH_SUM],
+            stats[WALL_S],
+            stats[WAIT_WEIGHTS_S],
+            stats[WAIT_SEND_S],
+            depth,
+            rollout,
+        )
+
+    def release(self, chunk: Chunk) -> None:
+        """Give the chunk's buffer back for receiving (its ``rollout`` views become invalid)."""
+        with self._cv:
+            self._free[chunk.actor].append(chunk.slot)
+            self._cv.notify_all()
+
+    def drain(self) -> None:
+        """From now on discard what arrives, until each live actor's last message."""
+        with self._cv:
+            self._draining = True
+            while self._ready:
+                actor, slot = self._ready.popleft()
+                self._free[actor].append(slot)
+            self._cv.notify_all()
+
+    def join(self, timeout: float) -> list[int]:
+        """Wait up to ``timeout`` seconds for the receiving threads; returns the actors still not finished."""
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        return self.live_actors
+
+
+class ActorLost(ConnectionError):
+    """An actor's connection ended (it died or stopped); ``rank == -1`` when no actor is left at all."""
+
+    def __init__(self, rank: int, why: str, left: list[int]) -> None:
+        what = "no actor is left" if rank < 0 else f"actor rank {rank} is gone ({why})"
+        super().__init__(what)
+        self.rank, self.why, self.left = rank, why, left
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.rank, self.why, self.left)
+
+
+# ------------------------------------------------------------------------------------------ replay shards
+class ReplayShards:
+    """One replay buffer per actor (each actor's env slots stay in time order); batches mix all shards.
+
+    Example::
+
+        shards = ReplayShards({1: buffer_a, 2: buffer_b})
+        shards.extend(rollout, shard=1)
+        batch = shards.sample(64)  # about 32 from each, in proportion to their sizes
+    """
+
+    def __init__(self, shards: Mapping[int, ReplayBuffer]) -> None:
+        self.shards = dict(shards)
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.shards.values())
+
+    def extend(self, rollout: Mapping[str, np.ndarray], shard: int) -> None:
+        self.shards[shard].extend(rollout)
+
+    def sample(self, batch_size: int, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+        """``batch_size`` transitions, split over the shards in proportion to their sizes."""
+        sizes = {k: len(b) for k, b in self.shards.items() if len(b)}
+        if not sizes:
+            raise ValueError("cannot sample from an empty replay buffer")
+        total = sum(sizes.values())
+        counts = {k: batch_size * n // total for k, n in sizes.items()}
+        for k in sorted(sizes, key=lambda k: -sizes[k])[: batch_size - sum(counts.values())]:
+            counts[k] += 1
+        parts = [self.shards[k].sample(n, device) for k, n in counts.items() if n]
+        return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"shards": {k: b.state_dict() for k, b in self.shards.items()}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        saved = state["shards"]
+        if sorted(saved) != sorted(self.shards):
+            raise ValueError(f"replay shards of actors {sorted(saved)} saved, this learner has {sorted(self.shards)}")
+        for k, b in self.shards.items():
+            b.load_state_dict(saved[k])

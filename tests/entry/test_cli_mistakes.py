@@ -1,0 +1,69 @@
+"""Config mistakes end with one ``ding-dist: error:`` line and exit code 2, before any process starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ding_dist.entry import cli
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def _variant(tmp_path: Path, name: str, old: str, new: str) -> str:
+    source = (CONFIGS / name).read_text()
+    assert old in source
+    path = tmp_path / f"variant_{name}"
+    path.write_text(source.replace(old, new))
+    return str(path)
+
+
+def _error_line(capsys, argv: list[str]) -> str:
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("ding-dist: error: ")
+    return err
+
+
+def test_misspelled_create_config_section(tmp_path, capsys):
+    config = _variant(tmp_path, "cartpole_ppo_config.py", "env_manager=dict(", "env_manger=dict(")
+    err = _error_line(capsys, ["train", config, "--exp-dir", str(tmp_path / "run")])
+    assert "did you mean 'create_config.env_manager'?" in err
+
+
+def test_misspelled_env_manager_type(tmp_path, capsys):
+    config = _variant(
+        tmp_path, "cartpole_ppo_config.py", 'env_manager=dict(type="sync")', 'env_manager=dict(type="asnyc")'
+    )
+    err = _error_line(capsys, ["train", config, "--exp-dir", str(tmp_path / "run")])
+    assert "did you mean 'async'?" in err
+
+
+def test_every_override_mistake_in_one_line(capsys, tmp_path):
+    argv = ["train", str(CONFIGS / "cartpole_ppo_config.py"), "--exp-dir", str(tmp_path / "run"), "--set"]
+    err = _error_line(capsys, [*argv, "policy.learn.batch_size=0", "env.collector_env_num=0", "policy.learn.lr=1"])
+    assert "3 config errors: " in err
+
+
+def test_dqn_on_box_action_space(tmp_path, capsys):
+    config = _variant(tmp_path, "cartpole_dqn_config.py", '"CartPole-v1"', '"Pendulum-v1"')
+    err = _error_line(capsys, ["train", config, "--exp-dir", str(tmp_path / "run")])
+    assert "DQN needs a Discrete action space" in err
+
+
+def test_nproc_that_cannot_split_the_batch(tmp_path, capsys):
+    argv = ["train", str(CONFIGS / "cartpole_ppo_config.py"), "--nproc", "3", "--exp-dir", str(tmp_path / "run")]
+    err = _error_line(capsys, argv)
+    assert "policy.learn.batch_size=256 cannot be split over 3 processes: use 255 or 258" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_more_processes_than_cores_warns_once(monkeypatch, capsys):
+    monkeypatch.setattr(cli.os, "sched_getaffinity", lambda pid: {0, 1})
+    cfg = cli._check_compiles(CONFIGS / "cartpole_ppo_config.py", cli.build_parser().parse_args(
+        ["train", str(CONFIGS / "cartpole_ppo_config.py")]))  # fmt: skip
+    cli._check_local_world(cfg, 4)
+    err = capsys.readouterr().err
+    assert err.count("warning: 4 processes on 2 CPU core(s)") == 1
+    cli._check_local_world(cfg, 2)
+    assert capsys.readouterr().err == ""

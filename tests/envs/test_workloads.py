@@ -1,0 +1,71 @@
+"""Short Atari (Pong PPO, Pong DQN) and MuJoCo (Hopper PPO, HalfCheetah SAC) runs through the pipeline.
+
+CI-sized: a few thousand env steps each, on the shipped configs with smaller sizes; 1 and 2 gloo processes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ding_dist.entry.pipeline import train
+
+pytestmark = pytest.mark.slow
+
+SMALL = {
+    "pong_ppo": (
+        "env.collector_env_num=2",
+        "env.evaluator_env_num=1",
+        "env.n_evaluator_episode=1",
+        "env.max_episode_steps=300",
+        "policy.collect.n_sample=256",
+        "policy.learn.batch_size=128",
+        "policy.learn.epoch_per_collect=1",
+        "policy.eval.eval_freq=0",
+    ),
+    "pong_dqn": (
+        "env.collector_env_num=2",
+        "env.evaluator_env_num=1",
+        "env.n_evaluator_episode=1",
+        "env.max_episode_steps=300",
+        "policy.collect.n_sample=16",
+        "policy.learn.learning_starts=500",
+        "policy.other.replay_buffer.replay_buffer_size=4000",
+        "policy.eval.eval_freq=0",
+    ),
+    "hopper_ppo": (
+        "env.evaluator_env_num=1",
+        "env.n_evaluator_episode=1",
+        "policy.collect.n_sample=512",
+        "policy.learn.epoch_per_collect=2",
+        "policy.eval.eval_freq=0",
+    ),
+    "halfcheetah_sac": (
+        "env.evaluator_env_num=1",
+        "env.n_evaluator_episode=1",
+        "env.max_episode_steps=200",
+        "policy.learn.learning_starts=500",
+        "policy.learn.update_per_collect=8",
+        "policy.eval.eval_freq=0",
+    ),
+}
+STEPS = {"pong_ppo": 1024, "pong_dqn": 1024, "hopper_ppo": 2048, "halfcheetah_sac": 1024}
+
+
+def _run(name: str, exp_dir: str) -> tuple[int, int, int]:
+    out = train(f"configs/{name}_config.py", overrides=SMALL[name], exp_dir=exp_dir, max_env_steps=STEPS[name])
+    return out["env_steps"], out["world_size"], int(out["train_iters"] > 0)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_short_run_one_process(name, tmp_path):
+    pytest.importorskip("ale_py" if name.startswith("pong") else "mujoco")
+    steps, world, learned = _run(name, str(tmp_path / name))
+    assert steps >= STEPS[name] and world == 1 and learned == 1
+
+
+@pytest.mark.parametrize("name", ["pong_ppo", "halfcheetah_sac"])
+def test_short_run_two_processes(name, tmp_path, run_ranks):
+    pytest.importorskip("ale_py" if name.startswith("pong") else "mujoco")
+    results = run_ranks(_run, 2, name, str(tmp_path / name))
+    assert [r[1:] for r in results] == [(2, 1), (2, 1)]
+    assert results[0][0] == results[1][0] >= STEPS[name]
