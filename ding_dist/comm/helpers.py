@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import functools
 import logging
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -52,8 +51,9 @@ def to_ddp_config(cfg: Any, world_size: int | None = None) -> Any:
     """Return a copy of ``cfg`` with per-process sizes divided by the world size.
 
     Divides ``policy.batch_size``, ``policy.learn.batch_size``, ``policy.collect.n_sample`` and
-    ``policy.collect.n_episode`` (those present) so N processes together use the global values; rounds
-    up (with a warning) when a value does not divide evenly, and logs each change.
+    ``policy.collect.n_episode`` (those present) so N processes together use the global values, and logs
+    each change. A value that the world size does not divide raises ``ConfigError`` (a ``ValueError``)
+    naming it and the nearest values that split: rounding would silently change the global batch.
 
     Example:
         >>> from easydict import EasyDict
@@ -68,6 +68,10 @@ def to_ddp_config(cfg: Any, world_size: int | None = None) -> Any:
     policy = cfg.get("policy") if hasattr(cfg, "get") else None
     if world_size == 1 or policy is None:
         return cfg
+    from ding_dist.config.errors import raise_all
+    from ding_dist.config.rules import split_errors
+
+    raise_all(split_errors(cfg, world_size))
     for dotted in DDP_SPLIT_KEYS:
         *parents, leaf = dotted.split(".")
         node = policy
@@ -76,15 +80,7 @@ def to_ddp_config(cfg: Any, world_size: int | None = None) -> Any:
         if node is None or not hasattr(node, "get") or not isinstance(node.get(leaf), int):
             continue
         value = node[leaf]
-        node[leaf] = math.ceil(value / world_size)
-        if value % world_size:
-            logger.warning(
-                "to_ddp_config: policy.%s=%d does not divide by world size %d; using %d per process",
-                dotted,
-                value,
-                world_size,
-                node[leaf],
-            )
+        node[leaf] = value // world_size
         logger.info(
             "to_ddp_config: policy.%s %d -> %d per process (world size %d)", dotted, value, node[leaf], world_size
         )

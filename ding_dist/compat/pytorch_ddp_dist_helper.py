@@ -311,7 +311,9 @@ def to_ddp_config(cfg: Any) -> Any:
     """Divide the per-process sizes by the world size **in place** and return ``cfg`` (as DI-engine does).
 
     ``policy.batch_size``, ``policy.learn.batch_size``, ``policy.collect.n_sample``, ``policy.collect.n_episode``
-    (those present) become ``ceil(value / world_size)``; each change is logged.
+    (those present) become ``value / world_size``; each change is logged. A value that does not divide
+    raises ``ConfigError`` (a ``ValueError``) naming the nearest ones that do, where DI-engine silently
+    changes the global size.
 
     Example:
         >>> from easydict import EasyDict

@@ -64,7 +64,7 @@ KEY_MEANINGS: dict[str, str] = {
     "policy.other.eps.decay": "global env steps of the decay",
     "policy.other.replay_buffer.replay_buffer_size": "replay capacity, global (each rank keeps size / N)",
     "policy.other.replay_buffer.save_in_checkpoint": "each rank also writes ckpt/replay_rank{r}.pt",
-    "policy.other.replay_buffer.frame_dedup": "store stacked image frames once (None: for image observations)",
+    "policy.other.replay_buffer.frame_dedup": "store each frame once (None: for stacked uint8 frames; False: never)",
     # ppo
     "ppo:policy.collect.n_sample": "rollout length per iteration, global",
     "ppo:policy.learn.batch_size": "minibatch, global (the ragged tail of a shuffled rollout is dropped)",
@@ -72,6 +72,9 @@ KEY_MEANINGS: dict[str, str] = {
     "policy.model.obs_norm": "normalize vector observations with running statistics synchronized across ranks",
     "policy.collect.discount_factor": "gamma of GAE",
     "policy.collect.gae_lambda": "lambda of GAE",
+    "policy.collect.preempt": "DD-PPO's straggler preemption: ranks slower than the others cut their rollout short",
+    "policy.collect.preempt_fraction": "preempt once this fraction of the ranks finished a rollout (finished >= f N)",
+    "policy.collect.preempt_min_share": "a preempted rank still collects at least this share of its rollout",
     "policy.learn.epoch_per_collect": "epochs over each rollout",
     "policy.learn.clip_ratio": "policy ratio clip",
     "policy.learn.value_clip_ratio": "value clip (None: off)",

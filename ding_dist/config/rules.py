@@ -123,9 +123,12 @@ VALUE_RULES: tuple[tuple[str, Check], ...] = (
     ("*.n_episode", _at_least(1)),
     ("*_per_collect", _at_least(1)),
     ("*.replay_buffer_size", _at_least(1)),
+    ("*.replay_buffer.frame_dedup", ((lambda v: v is None or isinstance(v, bool)), "True, False or None (auto)")),
     ("*.keep_last", _at_least(1)),
     ("*.nstep", _at_least(1)),
     ("*.target_update_freq", _at_least(1)),  # the step count is taken modulo it
+    ("*.preempt_fraction", _unit(low_open=True)),
+    ("*.preempt_min_share", _unit(low_open=True)),
     ("*freq", _at_least(0)),  # 0: only at the end
     ("*.learning_starts", _at_least(0)),
     ("*.learning_rate*", _positive()),
@@ -201,7 +204,7 @@ def split_errors(cfg: Mapping, world_size: int) -> list[str]:
     """One message per global size (``policy.learn.batch_size``, ``policy.collect.n_sample``, ...) that
     ``world_size`` data-parallel processes cannot share evenly, naming the nearest values that can.
 
-    :func:`~ding_dist.comm.to_ddp_config` would round such a size up, silently growing the global batch.
+    :func:`~ding_dist.comm.to_ddp_config` raises these (as one ``ConfigError``) rather than round a size.
 
     Example:
         >>> split_errors({"policy": {"learn": {"batch_size": 256}, "collect": {"n_sample": 64}}}, 4)

@@ -94,6 +94,10 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return self._rows * self.num_envs
 
+    def nbytes(self) -> int:
+        """Bytes held by the stored arrays (allocated for the full capacity)."""
+        return sum(v.nbytes for v in self._data.values())
+
     def add(
         self,
         obs: np.ndarray,

@@ -1,5 +1,6 @@
 """Checkpoints of a run: a health check, each learning rank's replay file (if configured), then rank 0's
-checkpoint file (policy, counters, every learning rank's RNG state), written atomically.
+checkpoint file (policy, its type, counters, the run's ``max_env_steps``, every learning rank's RNG state),
+written atomically; :func:`load_policy_state` loads one into a policy or says in one line why it cannot.
 
 Example::
 
@@ -9,12 +10,55 @@ Example::
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from ding_dist.comm import allgather_object, debug_enabled, health_check
-from ding_dist.utils import capture_rng_state, save_checkpoint
+from ding_dist.utils import CheckpointError, capture_rng_state, save_checkpoint
 
-__all__ = ["CheckpointMixin"]
+__all__ = ["CheckpointMixin", "load_policy_state"]
+
+
+def load_policy_state(policy: Any, state: Mapping[str, Any], path: str | os.PathLike, policy_type: str) -> None:
+    """Load a checkpoint's policy state into ``policy`` (of type ``policy_type``), or raise ``CheckpointError``
+    in one line: the checkpoint was trained by another policy type (stored since checkpoints record it), or
+    its networks do not fit (another policy or network size, for older checkpoints too).
+
+    Example::
+
+        load_policy_state(policy, load_checkpoint(path), path, cfg.create_config.policy.type)
+    """
+    trained = state.get("policy_type")
+    if trained is not None and trained != policy_type:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} was trained by policy {trained!r}, the config asks for {policy_type!r}"
+        )
+    try:
+        policy.load_state_dict(state["policy"])
+    except (KeyError, RuntimeError, ValueError, TypeError) as e:  # another policy, model size or optimizer
+        trained = trained or _run_policy_type(path)  # older checkpoints: the type their run's config names
+        if trained is not None and trained != policy_type:
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} was trained by policy {trained!r} (its run's config), the config asks "
+                f"for {policy_type!r}"
+            ) from e
+        why = " ".join(str(e).split()) or type(e).__name__
+        why = why if len(why) <= 300 else why[:297] + "..."
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} does not fit this config's policy {policy_type!r}: {why}"
+        ) from e
+
+
+def _run_policy_type(path: str | os.PathLike) -> str | None:
+    """``create_config.policy.type`` of the saved config of the run a checkpoint file lies in, or None."""
+    from ding_dist.config import read_config
+    from ding_dist.entry.resume import find_run_config
+
+    try:
+        found = find_run_config(path)
+        return None if found is None else read_config(found)[1].get("policy", {}).get("type")
+    except Exception:  # no readable config: nothing to name
+        return None
 
 
 class CheckpointMixin:
@@ -49,6 +93,8 @@ class CheckpointMixin:
         if self.rank == 0:
             state = {
                 "policy": self.policy.state_dict(),
+                "policy_type": self.cfg.create_config.policy.type,
+                "max_env_steps": self.max_env_steps,
                 "counters": c.state(),
                 "rng": rng_states,
                 **self.checkpoint_extra(),

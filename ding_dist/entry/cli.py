@@ -7,6 +7,7 @@
     torchrun --nproc_per_node 2 -m ding_dist.entry.cli train CONFIG   # same, launched by hand
     ding-dist eval configs/cartpole_dqn_config.py --ckpt runs/cartpole_dqn/ckpt
     ding-dist plot runs/cartpole_dqn --out curve.png
+    ding-dist plot runs/dqn_s1 runs/dqn_s2 runs/dqn_s3 --smooth 3   # seeds: mean and 95% band
 
 ``--nproc N`` with N > 1 (or ``--max-restarts K`` with K > 0) hands the job to torch's own launcher
 (``torch.distributed.run``, i.e. torchrun, with ``--standalone``), which starts N copies of
@@ -43,10 +44,10 @@ from typing import Any, NoReturn
 
 from ding_dist.config import ConfigError, parse_override, read_config
 from ding_dist.utils.exp_lock import ExperimentInUseError
-from ding_dist.utils.fileio import atomic_open
-from ding_dist.utils.logging import METRICS_FILE, get_logger, read_metrics
+from ding_dist.utils.logging import TRACK_ENV, WANDB_HINT, get_logger
 
-__all__ = ["build_parser", "main", "UsageError", "load_curves", "plot_curves", "resolve_checkpoint"]
+# load_curves and plot_curves (ding_dist.entry.plot) are importable from here too, see __getattr__
+__all__ = ["build_parser", "main", "UsageError", "resolve_checkpoint"]
 
 PROG = "ding-dist"
 EXIT_USAGE = 2
@@ -150,7 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="train from a config file", allow_abbrev=False)
     train.add_argument(
-        "config", nargs="?", default=None, help="Python config file defining main_config (and create_config)"
+        "config",
+        nargs="?",
+        default=None,
+        help="Python config file defining main_config (and create_config); with --resume: the run's saved one",
     )
     train.add_argument("--algo", default=None, help="train this policy (dqn, ppo, sac, ...) without a config file")
     train.add_argument("--env", default=None, help="with --algo: the gymnasium env id (tuned values for shipped envs)")
@@ -222,9 +226,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="check every collective for mismatches across ranks and compare the networks every "
         "100 train iterations and at each checkpoint (sets DING_DIST_DEBUG=1; slower)",
     )
+    train.add_argument(
+        "--track",
+        action="store_true",
+        help="also log to Weights & Biases (wandb.init with sync_tensorboard, on the logging rank; offline "
+        "unless WANDB_MODE or WANDB_API_KEY is set; needs: pip install -e .[wandb])",
+    )
 
     ev = sub.add_parser("eval", help="evaluate a checkpoint", allow_abbrev=False)
-    ev.add_argument("config", help="the config file the checkpoint was trained with")
+    ev.add_argument(
+        "config",
+        nargs="?",
+        default=None,
+        help="the config file the checkpoint was trained with (default: the run's own saved config)",
+    )
     ev.add_argument("--ckpt", required=True, help="checkpoint file, or a folder: its newest complete checkpoint")
     ev.add_argument("--episodes", type=_int_at_least(1), default=10, help="episodes (default 10)")
     ev.add_argument("--seed", type=_seed, default=0, help="evaluation seed (default 0)")
@@ -235,10 +250,41 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="also record --episodes greedy episodes with gymnasium's RecordVideo (needs the render extra)",
     )
+    ev.add_argument(
+        "--gif",
+        metavar="OUT.gif",
+        default=None,
+        help="also record --episodes greedy episodes as animated GIFs (rgb_array frames; needs the render extra)",
+    )
 
     plot = sub.add_parser("plot", help="learning-curve PNG from runs' logs", allow_abbrev=False)
     plot.add_argument("exp_dirs", nargs="+", metavar="EXP_DIR", help="one or more experiment folders")
     plot.add_argument("--out", default=None, help="PNG path (default: <first EXP_DIR>/learning_curve.png)")
+    plot.add_argument(
+        "--keys",
+        metavar="KEY[,KEY]",
+        default=None,
+        help="logged metrics to plot, one panel each (default eval/mean_reward, else rollout/ep_rew_mean)",
+    )
+    plot.add_argument(
+        "--smooth",
+        metavar="W",
+        type=_int_at_least(1),
+        default=1,
+        help="trailing moving average over the last W logged points of each run (default 1: none)",
+    )
+    plot.add_argument(
+        "--x",
+        choices=("env_steps", "wall_time"),
+        default="env_steps",
+        help="x axis: env steps (default) or wall time, seconds since the run's first record",
+    )
+    plot.add_argument(
+        "--no-group",
+        action="store_true",
+        help="one line per run; by default runs that differ only in seed are one line: their mean and a 95%% "
+        "confidence band (Student t over the seeds)",
+    )
 
     config = sub.add_parser("config", help="inspect a config file", allow_abbrev=False)
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="{show}", parser_class=_Parser)
@@ -524,12 +570,44 @@ def _run_recorded_rank(args: argparse.Namespace, config: Path) -> int:
     return record(_run_rank)(args, config)
 
 
+def _resume_config(exp_dir: str) -> str:
+    """``train --resume EXP_DIR`` without CONFIG: the run's saved config (its newest, after resumes)."""
+    from ding_dist.entry.resume import run_config
+
+    if not Path(exp_dir).is_dir():
+        raise UsageError(f"--resume {exp_dir!r} is not an experiment folder")
+    found = run_config(exp_dir)
+    if found is None:
+        raise UsageError(f"--resume {exp_dir!r} has no saved config.py: give CONFIG")
+    return str(found)
+
+
+def _resume_is_done(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
+    """A resume keeps the run's ``--max-env-steps`` unless given again; True (after one line on stdout) when
+    the run already reached it or ``env.stop_value``, so no iteration is run."""
+    from ding_dist.entry.experiment import restart_count
+    from ding_dist.entry.resume import done_message
+
+    if args.max_env_steps is None:
+        args.max_env_steps = state.get("max_env_steps")
+    done = done_message(args.resume, state, cfg.env.get("stop_value"), args.max_env_steps)
+    if done is None or restart_count() > 0:
+        return False
+    if os.environ.get("RANK", "0") == "0":
+        print(f"{PROG}: {done}", flush=True)
+    return True
+
+
 def _train(args: argparse.Namespace) -> int:
     from ding_dist.entry import pipeline
     from ding_dist.utils.checkpoint import CheckpointManager
 
+    if args.resume is not None and args.config is None and args.algo is None and args.env is None:
+        args.config = _resume_config(args.resume)  # the run's own saved config
     if (args.algo is None) != (args.env is None) or (args.algo is not None) == (args.config is not None):
-        raise UsageError("give a CONFIG file, or --algo ALGO --env ENV_ID (e.g. --algo ppo --env Pendulum-v1)")
+        raise UsageError(
+            "give a CONFIG file, or --algo ALGO --env ENV_ID (e.g. --algo ppo --env Pendulum-v1), or --resume EXP_DIR"
+        )
     if args.algo is not None:
         from ding_dist.config.presets import preset_config
 
@@ -538,7 +616,8 @@ def _train(args: argparse.Namespace) -> int:
     if args.resume is not None:
         if not Path(args.resume).is_dir():
             raise UsageError(f"--resume {args.resume!r} is not an experiment folder")
-        if CheckpointManager(Path(args.resume) / "ckpt").latest() is None:
+        resumed = CheckpointManager(Path(args.resume) / "ckpt").load_latest()
+        if resumed is None:
             raise UsageError(f"--resume {args.resume!r}: no complete checkpoint in its ckpt/ folder")
     if args.exp_dir is not None and Path(args.exp_dir).exists() and not Path(args.exp_dir).is_dir():
         raise UsageError(f"--exp-dir {args.exp_dir!r} exists and is not a folder")
@@ -549,6 +628,8 @@ def _train(args: argparse.Namespace) -> int:
         )
     args.nproc = _actor_learner_nproc(args)
     cfg = _check_compiles(config, args)
+    if args.resume is not None and _resume_is_done(args, cfg, resumed):
+        return 0
     if cfg.actor_learner.actors and args.actors is None:  # the roles come from the config file
         if args.nproc not in (1, cfg.actor_learner.actors + cfg.actor_learner.learners):
             raise UsageError(
@@ -559,6 +640,8 @@ def _train(args: argparse.Namespace) -> int:
     env = {TIMEOUT_ENV: repr(args.timeout)} if args.timeout is not None else {}
     if args.debug:
         env[DEBUG_ENV] = "1"
+    if getattr(args, "track", False):
+        env[TRACK_ENV] = _check_wandb()
     with _env_set(env | _restart_env(args.max_restarts)):
         if _under_launcher():
             if args.nproc > 1 or args.max_restarts:
@@ -571,6 +654,19 @@ def _train(args: argparse.Namespace) -> int:
             exp_dir = Path(args.exp_dir or args.resume or pipeline.default_exp_dir(cfg.exp_name)).resolve()
             return _launch_local(args.nproc, args.max_restarts, _child_argv(args, config, exp_dir))
         return _run_rank(args, config)
+
+
+def _check_wandb() -> str:
+    """``--track``: the value of ``DING_DIST_TRACK`` once wandb is importable, else a one-line error."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("wandb") is not None
+    except (ImportError, ValueError):  # e.g. a broken or half-installed package
+        found = False
+    if not found:
+        raise UsageError(f"--track needs the wandb package: {WANDB_HINT}")
+    return "1"
 
 
 def _check_local_world(cfg: Any, nproc: int) -> None:
@@ -618,9 +714,24 @@ def _restart_env(max_restarts: int) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------------ eval
+def _eval_config(args: argparse.Namespace) -> Path:
+    """``eval``'s CONFIG: as given, else the saved config of the run ``--ckpt`` belongs to."""
+    if args.config is not None:
+        return _check_config(args.config)
+    from ding_dist.entry.resume import find_run_config
+
+    resolve_checkpoint(args.ckpt)  # a missing checkpoint is reported as such
+    found = find_run_config(args.ckpt)
+    if found is None:
+        raise UsageError(f"--ckpt {args.ckpt!r} is not in a run folder with a saved config.py: give CONFIG")
+    return _check_config(str(found))
+
+
 def _eval(args: argparse.Namespace) -> int:
-    config = _check_config(args.config)
+    config = _eval_config(args)
     ckpt = resolve_checkpoint(args.ckpt)
+    if getattr(args, "gif", None) and Path(args.gif).suffix.lower() != ".gif":
+        raise UsageError(f"--gif must end in .gif, got {args.gif!r}")
     from ding_dist.comm import DistContext
     from ding_dist.entry import pipeline
 
@@ -628,6 +739,8 @@ def _eval(args: argparse.Namespace) -> int:
         out = pipeline.evaluate(str(config), str(ckpt), episodes=args.episodes, seed=args.seed)
         if args.video:
             out["videos"] = [str(p) for p in _record_video(config, ckpt, args)]
+        if getattr(args, "gif", None):
+            out["gifs"] = [str(p) for p in _record_video(config, ckpt, args, gif=True)]
         if args.json:
             _print_rank0(json.dumps(_eval_record(out, ckpt, args.seed)))
         else:
@@ -638,12 +751,13 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _record_video(config: Path, ckpt: Path, args: argparse.Namespace) -> list[Path]:
-    """``eval --video OUT.mp4``: the checkpoint's greedy episodes as videos (ding_dist/utils/video.py)."""
+def _record_video(config: Path, ckpt: Path, args: argparse.Namespace, gif: bool = False) -> list[Path]:
+    """``eval --video OUT.mp4`` (or ``--gif OUT.gif`` with ``gif``): the checkpoint's greedy episodes as
+    videos (ding_dist/utils/video.py)."""
     from ding_dist.entry.experiment import build_policy, load_config
     from ding_dist.envs import make_env
     from ding_dist.utils.checkpoint import load_checkpoint
-    from ding_dist.utils.video import record_episodes
+    from ding_dist.utils.video import record_episodes, record_gif
 
     cfg = load_config(str(config), seed=args.seed)
     probe = make_env(cfg.env.get("id"), entry_point=cfg.env.get("entry_point"), env_kwargs=cfg.env.get("env_kwargs"))
@@ -653,7 +767,10 @@ def _record_video(config: Path, ckpt: Path, args: argparse.Namespace) -> list[Pa
         probe.close()
     policy.load_state_dict(load_checkpoint(ckpt)["policy"])
     try:
-        paths = record_episodes(cfg, policy, args.video, episodes=args.episodes, seed=args.seed)
+        if gif:
+            paths = record_gif(cfg, policy, args.gif, episodes=args.episodes, seed=args.seed)
+        else:
+            paths = record_episodes(cfg, policy, args.video, episodes=args.episodes, seed=args.seed)
     except ValueError as e:
         raise UsageError(str(e)) from None
     if not args.json:
@@ -668,6 +785,7 @@ def _eval_record(out: dict[str, Any], ckpt: Path, seed: int) -> dict[str, Any]:
         "checkpoint": str(ckpt),
         "seed": seed,
         "videos": out.get("videos", []),
+        "gifs": out.get("gifs", []),
         "mean_return": float(out["mean_return"]),
         "std_return": float(out["std_return"]),
         "episodes": episodes,
@@ -675,83 +793,19 @@ def _eval_record(out: dict[str, Any], ckpt: Path, seed: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ plot
-def load_curves(exp_dir: str | os.PathLike, keys: Sequence[str] = PLOT_KEYS) -> dict[str, list[tuple[int, float]]]:
-    """Curves ``{key: [(env_step, value), ...]}`` of a run, from ``tb/metrics.jsonl`` or TensorBoard events.
+def __getattr__(name: str) -> Any:
+    """``load_curves`` and ``plot_curves`` live in :mod:`ding_dist.entry.plot` (imported on first use)."""
+    if name in ("load_curves", "plot_curves"):
+        from ding_dist.entry import plot
 
-    Example:
-        >>> import tempfile
-        >>> from ding_dist.utils import MetricWriter
-        >>> d = tempfile.mkdtemp()
-        >>> w = MetricWriter(d + "/tb", tensorboard=False); w.scalar("eval/mean_reward", 5, 100); w.close()
-        >>> load_curves(d)
-        {'eval/mean_reward': [(100, 5.0)]}
-    """
-    root = Path(exp_dir)
-    if not root.is_dir():
-        raise UsageError(f"experiment folder {str(root)!r} does not exist")
-    curves: dict[str, list[tuple[int, float]]] = {}
-    for folder in (root / "tb", root):
-        if (folder / METRICS_FILE).is_file():
-            for rec in read_metrics(folder):
-                for key in keys:
-                    if isinstance(rec.get(key), (int, float)):
-                        curves.setdefault(key, []).append((rec["step"], float(rec[key])))
-            break
-        if any(folder.glob("events.out.tfevents.*")):
-            from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-            acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
-            acc.Reload()
-            tags = set(acc.Tags().get("scalars", []))
-            for key in keys:
-                if key in tags:
-                    curves[key] = [(int(e.step), float(e.value)) for e in acc.Scalars(key)]
-            break
-    else:
-        raise UsageError(f"no {METRICS_FILE} or TensorBoard events in {str(root / 'tb')!r} or {str(root)!r}")
-    return {k: sorted(v) for k, v in curves.items() if v}
-
-
-def plot_curves(exp_dirs: Sequence[str | os.PathLike], out: str | os.PathLike) -> Path:
-    """Write a PNG with one panel per metric in :data:`PLOT_KEYS` and one line per experiment folder.
-
-    Example:
-        >>> plot_curves(["runs/cartpole_dqn"], "curve.png")  # doctest: +SKIP
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    runs = {str(d): load_curves(d) for d in exp_dirs}
-    keys = [k for k in PLOT_KEYS if any(k in c for c in runs.values())]
-    if not keys:
-        raise UsageError(f"no {' or '.join(PLOT_KEYS)} records in {', '.join(map(repr, runs))}")
-    fig = Figure(figsize=(5.5 * len(keys), 4), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(1, len(keys), squeeze=False)[0]
-    for ax, key in zip(axes, keys):
-        for name, curves in runs.items():
-            points = [(s, v) for s, v in curves.get(key, []) if math.isfinite(v)]
-            if points:
-                steps, values = zip(*points)
-                ax.plot(steps, values, marker="o" if len(points) < 30 else None, ms=3, label=Path(name).name)
-        ax.set_title(key)
-        ax.set_xlabel("env steps")
-        ax.set_ylabel("return")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
-    out = Path(out)
-    with atomic_open(out, "wb") as f:
-        fig.savefig(f, format="png", dpi=110)
-    return out
+        return getattr(plot, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _plot(args: argparse.Namespace) -> int:
-    out = Path(args.out) if args.out else Path(args.exp_dirs[0]) / "learning_curve.png"
-    if out.suffix.lower() != ".png":
-        raise UsageError(f"--out must end in .png, got {str(out)!r}")
-    path = plot_curves(args.exp_dirs, out)
-    print(f"wrote {path}")
-    return 0
+    from ding_dist.entry.plot import plot_command
+
+    return plot_command(args)
 
 
 # ---------------------------------------------------------------------------------------- config

@@ -7,8 +7,11 @@ computes identically (each rank collects the same number of steps per iteration)
 same collectives in the same order. Collectives per iteration: none, except one packed allreduce per log
 call, one broadcast per evaluation and one object allgather per checkpoint (RNG states of all ranks), each
 evaluation and checkpoint preceded by a health check (a monitored barrier bounded by ``health_timeout``).
-In debug mode (``DING_DIST_DEBUG=1``) the trained networks are compared across ranks every
-:data:`DEBUG_CHECK_EVERY` train iterations and at each checkpoint.
+With ``policy.collect.preempt`` (PPO) a straggler's rollout may be cut short
+(:class:`~ding_dist.worker.collector.RolloutPreemption`); one small allreduce per iteration then shares
+the ranks' rollout lengths, and the global env steps are their sum. In debug mode (``DING_DIST_DEBUG=1``)
+the trained networks are compared across ranks every :data:`DEBUG_CHECK_EVERY` train iterations and at
+each checkpoint.
 
 Example::
 
@@ -23,15 +26,18 @@ import math
 import time
 from typing import Any
 
+import numpy as np
+import torch
 from easydict import EasyDict
 
-from ding_dist.comm import debug_enabled, to_ddp_config
+from ding_dist.comm import allreduce, comm_device, debug_enabled, to_ddp_config
 from ding_dist.entry.experiment import build_policy, env_manager, seed_all
 from ding_dist.entry.failures import EXIT_SIGTERM, diagnose
 from ding_dist.entry.run_setup import RunSetup, make_replay_buffer
 from ding_dist.envs import env_seeds, make_vec_env
 from ding_dist.utils import atomic_write_json, progress_bar
 from ding_dist.worker import Collector, Evaluator, Learner
+from ding_dist.worker.collector import RolloutPreemption
 
 __all__ = ["DEBUG_CHECK_EVERY", "DataParallelRun"]
 
@@ -67,6 +73,18 @@ class DataParallelRun(RunSetup):
             capacity = math.ceil(cfg.policy.other.replay_buffer.replay_buffer_size / self.world)  # global size
             space = venv.single_observation_space, venv.single_action_space
             self.buffer = make_replay_buffer(cfg, *space, venv.num_envs, capacity, cfg.seed + 1000 * self.rank)
+        self.preemption: RolloutPreemption | None = None
+        pc = cfg.policy.collect
+        if self.on_policy and pc.get("preempt", False) and self.world > 1:
+            self.preemption = RolloutPreemption(pc.preempt_fraction, pc.preempt_min_share)
+
+    def rank_samples(self, local: int) -> np.ndarray:
+        """Every rank's number of collected transitions (one allreduce of a one-hot vector)."""
+        counts = torch.zeros(self.world, dtype=torch.int64)
+        counts[self.rank] = local
+        counts = counts.to(comm_device(like=counts))
+        allreduce(counts, op="sum")
+        return counts.cpu().numpy()
 
     def _updates_due(self, env_steps: int, n_sample: int) -> int:
         """Updates for ``env_steps`` new global env steps: ``update_per_collect`` per ``n_sample`` steps,
@@ -97,6 +115,13 @@ class DataParallelRun(RunSetup):
             self.policy.device,
             self.exp_dir,
         )
+        if self.preemption is not None:
+            logger.info(
+                "rollout preemption: once %.0f%% of the ranks finished a rollout, the others stop after at least "
+                "%.0f%% of theirs (policy.collect.preempt_fraction, preempt_min_share)",
+                100 * p.collect.preempt_fraction,
+                100 * p.collect.preempt_min_share,
+            )
         if self._weight_averaging_models():
             logger.info(
                 "%s lets ranks' weights differ between averagings: evaluation and checkpoints use rank 0's "
@@ -116,13 +141,19 @@ class DataParallelRun(RunSetup):
             )
 
         bar = progress_bar(self.max_env_steps, desc="env steps", initial=c.env_steps)
-        stopped_by, log_pending = "max_env_steps", 0
+        stopped_by, log_pending, log_pending_global = "max_env_steps", 0, 0
         debug = debug_enabled()
         try:
             while self.max_env_steps is None or c.env_steps < self.max_env_steps:
-                rollout = self.collector.collect(n_vec, c.env_steps)
-                before, c.env_steps = c.env_steps, c.env_steps + global_per_iter
-                log_pending += local_per_iter
+                rollout = self.collector.collect(n_vec, c.env_steps, self.preemption)
+                collected, global_collected = local_per_iter, global_per_iter
+                if self.preemption is not None:  # stragglers may have been cut short: count what was collected
+                    collected = len(rollout["reward"]) * self.collector.num_envs
+                    rollout["rank_samples"] = self.rank_samples(collected)
+                    global_collected = int(rollout["rank_samples"].sum())
+                before, c.env_steps = c.env_steps, c.env_steps + global_collected
+                log_pending += collected
+                log_pending_global += global_collected
                 iters_before = self.policy.train_iter
                 if self.buffer is None:
                     self.learner.train_rollout(rollout)
@@ -138,19 +169,19 @@ class DataParallelRun(RunSetup):
                     return freq > 0 and c.env_steps // freq > before // freq
 
                 if crossed(log_freq):
-                    self.log(log_pending, wall_start, steps_at_start)
-                    log_pending = 0
+                    self.log(log_pending, wall_start, steps_at_start, log_pending_global)
+                    log_pending = log_pending_global = 0
                 stop = crossed(eval_freq) and self.evaluate()
                 if crossed(ckpt_freq):
                     self.checkpoint()
-                bar.update(global_per_iter)
+                bar.update(global_collected)
                 fps = (c.env_steps - steps_at_start) / max(time.perf_counter() - wall_start, 1e-9)
                 bar.set_postfix(fps=f"{fps:.0f}", eval=f"{c.last_eval:.1f}" if c.last_eval is not None else "-")
                 if stop:
                     stopped_by = "stop_value"
                     break
-            if log_pending:  # whatever stopped the run, its last episodes and updates are logged
-                self.log(log_pending, wall_start, steps_at_start)
+            if log_pending_global:  # whatever stopped the run, its last episodes and updates are logged
+                self.log(log_pending, wall_start, steps_at_start, log_pending_global)
             if stopped_by != "stop_value" and (not c.eval_history or c.eval_history[-1][0] != c.env_steps):
                 if self.evaluate():
                     stopped_by = "stop_value"

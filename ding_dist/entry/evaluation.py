@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ding_dist.comm import health_check
+from ding_dist.entry.checkpoints import load_policy_state
 from ding_dist.entry.experiment import ConfigArg, build_policy, env_manager, load_config
 from ding_dist.envs import env_seeds, make_vec_env
 from ding_dist.utils import CheckpointManager, load_checkpoint
@@ -36,7 +37,13 @@ class EvaluationMixin:
         c = self.counters
         c.last_eval, c.best_eval = mean, max(c.best_eval, mean)
         c.eval_history.append((c.env_steps, mean))
-        self.writer.scalars({"eval/mean_reward": mean, "eval/best_reward": c.best_eval}, step=c.env_steps)
+        values = {"eval/mean_reward": mean, "eval/best_reward": c.best_eval}
+        details = getattr(self.evaluator, "last_result", None)  # rank 0, the one that writes the logs
+        if details and details.get("lengths"):
+            lengths = details["lengths"]
+            values["eval/std_reward"] = details["std_return"]
+            values["eval/mean_ep_length"] = sum(lengths) / len(lengths)
+        self.writer.scalars(values, step=c.env_steps)
         logger.info("env step %d: eval mean return %.2f (best %.2f)", c.env_steps, mean, c.best_eval)
         return stop
 
@@ -63,7 +70,7 @@ def evaluate(config: ConfigArg, ckpt: str | os.PathLike, *, episodes: int = 10, 
     venv = make_vec_env(cfg.env, min(cfg.env.evaluator_env_num, episodes), env_manager(cfg))
     try:
         policy = build_policy(cfg, venv.single_observation_space, venv.single_action_space)
-        policy.load_state_dict(state["policy"])
+        load_policy_state(policy, state, path, cfg.create_config.policy.type)  # one line when it does not fit
         evaluator = Evaluator(venv, policy, episodes, env_seeds(seed, 0, "evaluator", venv.num_envs))
         result = evaluator.evaluate()
     finally:

@@ -1,6 +1,7 @@
 """Logging a run: one packed allreduce of episode sums and learner statistics, then one TensorBoard record.
 
 Keys: ``rollout/ep_rew_mean``, ``rollout/ep_len_mean``, ``rollout/episodes``, ``train/<name>``,
+``train/learning_rate`` (``train/learning_rate_<x>`` per ``<x>_optimizer``), ``train/epsilon`` (DQN),
 ``time/fps``, ``time/env_steps``, ``time/train_iters`` (and ``sync/weight_drift`` under a weight-averaging
 algorithm); the actor-learner learners add theirs (:mod:`~ding_dist.entry.learner_loop`).
 
@@ -23,8 +24,12 @@ __all__ = ["LogMixin"]
 class LogMixin:
     """Metric records of a run (part of ``RunSetup``)."""
 
-    def log(self, env_step_delta: int, wall_start: float, steps_at_start: int) -> None:
-        """One packed allreduce: episode sums across ranks and learner statistics averaged."""
+    def log(self, env_step_delta: int, wall_start: float, steps_at_start: int, global_delta: int | None = None) -> None:
+        """One packed allreduce: episode sums across ranks and learner statistics averaged.
+
+        ``env_step_delta``: this rank's env steps since the last record; ``global_delta``: all ranks' (default
+        ``env_step_delta * world``: every rank collected as many; under rollout preemption they differ).
+        """
         returns, lengths = self.collector.pop_episodes()
         sums = {
             "episodes": len(returns),
@@ -33,7 +38,8 @@ class LogMixin:
             "env_steps": env_step_delta,
         }
         out = reduce_log(sums, self.learner.pop_stats())
-        if int(out.pop("env_steps")) != env_step_delta * self.world:
+        expected = env_step_delta * self.world if global_delta is None else global_delta
+        if int(out.pop("env_steps")) != expected:
             raise RuntimeError("ranks collected different numbers of env steps; their control flow diverged")
         self.writer.scalars(self.common_values(out, wall_start, steps_at_start), step=self.counters.env_steps)
 
@@ -55,7 +61,27 @@ class LogMixin:
                 "time/train_iters": self.policy.train_iter,
             }
         )
+        values.update(self.schedule_values())
         averaging = self._weight_averaging_models()
         if averaging:  # ranks' weights differ between averagings by design: report how far apart they are
             values["sync/weight_drift"] = max(weight_drift(m) for m in averaging)
+        return values
+
+    def schedule_values(self) -> dict[str, float]:
+        """The policy's current learning rate(s) and, for DQN, exploration epsilon (the same on every rank).
+
+        ``train/learning_rate`` for an optimizer attribute named ``optimizer``, ``train/learning_rate_<x>``
+        for one named ``<x>_optimizer`` (SAC: actor, critic, alpha); ``train/epsilon`` at the current env step.
+        """
+        from ding_dist.policy.dqn import DQNPolicy, epsilon_schedule
+
+        values: dict[str, float] = {}
+        for name, obj in sorted(vars(self.policy).items()):
+            groups = getattr(obj, "param_groups", None)
+            if isinstance(groups, list) and groups and isinstance(groups[0], dict) and "lr" in groups[0]:
+                suffix = "" if name == "optimizer" else "_" + name.removesuffix("_optimizer")
+                values[f"train/learning_rate{suffix}"] = float(groups[0]["lr"])
+        if isinstance(self.policy, DQNPolicy):
+            e = self.policy.cfg.other.eps
+            values["train/epsilon"] = epsilon_schedule(e.type, e.start, e.end, e.decay, self.counters.env_steps)
         return values

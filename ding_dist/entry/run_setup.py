@@ -32,7 +32,7 @@ import torch
 from easydict import EasyDict
 
 from ding_dist.comm import broadcast_object, check_consistency, get_rank, get_world_size, health_check
-from ding_dist.config import save_config
+from ding_dist.data.frame_replay import FrameReplayBuffer, replay_buffer_for
 from ding_dist.data.replay import ReplayBuffer
 from ding_dist.entry.checkpoints import CheckpointMixin
 from ding_dist.entry.counters import Counters
@@ -47,7 +47,7 @@ from ding_dist.entry.experiment import (
 )
 from ding_dist.entry.failures import DEFAULT_HEALTH_TIMEOUT_S
 from ding_dist.entry.logs import LogMixin
-from ding_dist.entry.resume import ResumeMixin
+from ding_dist.entry.resume import ResumeMixin, save_run_config
 from ding_dist.policy import Policy, get_policy_cls
 from ding_dist.sync import DistributedModel
 from ding_dist.utils import CheckpointManager, MetricWriter
@@ -60,8 +60,11 @@ logger = logging.getLogger(__name__)
 
 def make_replay_buffer(
     cfg: EasyDict, obs_space: gym.Space, act_space: gym.Space, num_envs: int, capacity: int, seed: int
-) -> ReplayBuffer:
+) -> ReplayBuffer | FrameReplayBuffer:
     """A replay buffer of ``capacity`` transitions over ``num_envs`` env slots for the config's policy.
+
+    Stacked uint8 frames (Atari) get a :class:`~ding_dist.data.frame_replay.FrameReplayBuffer` that stores
+    each frame once, unless ``policy.other.replay_buffer.frame_dedup`` is False (True: required).
 
     Example::
 
@@ -69,9 +72,10 @@ def make_replay_buffer(
     """
     p = cfg.policy
     discrete = isinstance(act_space, gym.spaces.Discrete)
-    return ReplayBuffer(
+    return replay_buffer_for(
+        obs_space,
         capacity,
-        obs_space.shape,
+        frame_dedup=p.other.replay_buffer.get("frame_dedup"),
         action_shape=() if discrete else act_space.shape,
         action_dtype=np.int64 if discrete else np.float32,
         num_envs=num_envs,
@@ -177,12 +181,15 @@ class RunSetup(ResumeMixin, CheckpointMixin, LogMixin, EvaluationMixin):
             self._close_envs()
             raise
         if self.rank == 0:  # after the checkpoint was found to fit: a failed resume leaves the folder as it was
-            save_config(global_cfg, self.exp_dir / "config.py")
+            save_run_config(global_cfg, self.exp_dir, continuing=state is not None)  # a changed one: a new file
         self._replay_saved_at: int | None = None
         # Records up to the checkpoint's step belong to the restored state; later ones are dropped. A
         # restart that found no checkpoint starts over, so the failed attempt's records go too.
         purge = self.counters.env_steps + 1 if state else (0 if self.restarts else None)
-        self.writer = MetricWriter(self.exp_dir / "tb", purge_step=purge) if self.writes_metrics else None
+        # The resolved config goes to TensorBoard once per start (text + hparams); --track starts W&B there.
+        self.writer = (
+            MetricWriter(self.exp_dir / "tb", purge_step=purge, config=global_cfg) if self.writes_metrics else None
+        )
 
     @property
     def writes_metrics(self) -> bool:

@@ -5,6 +5,7 @@ Wrapper stack, innermost first (all from ``gymnasium.wrappers`` except :class:`L
     ale_py AtariEnv (frameskip=1)            the raw emulator; frame skipping happens below
     AtariPreprocessing                       no-op reset (<= 30), frame skip 4 with max-pool of the last two
                                              frames, 84x84 grayscale uint8
+    TimeLimit               (if configured)  env.max_episode_steps agent steps per game
     RecordEpisodeStatistics                  the true game score: info["episode"]["r"] when the game ends
     LifeLossTerminal        (training only)  terminated=True when a life is lost; the next reset continues the game
     TransformReward(np.sign) (training only) reward clipping for learning
@@ -112,11 +113,19 @@ class LifeLossTerminal(gym.Wrapper):
         return obs, info
 
 
-def wrap_atari(env: gym.Env, options: Mapping[str, Any] | None = None, *, training: bool = False) -> gym.Env:
+def wrap_atari(
+    env: gym.Env,
+    options: Mapping[str, Any] | None = None,
+    *,
+    training: bool = False,
+    max_episode_steps: int | None = None,
+) -> gym.Env:
     """Apply the Atari preprocessing to a raw ale-py env built with ``frameskip=1``.
 
     ``options`` overrides :func:`atari_default_config`; ``training`` adds life-loss termination and
-    reward clipping (when enabled in ``options``). Observation: ``(frame_stack, 84, 84)`` uint8.
+    reward clipping (when enabled in ``options``); ``max_episode_steps`` truncates a game after that many
+    agent steps (each ``frame_skip`` emulator frames; None: the emulator's own limit). Observation:
+    ``(frame_stack, 84, 84)`` uint8.
 
     Example::
 
@@ -136,6 +145,8 @@ def wrap_atari(env: gym.Env, options: Mapping[str, Any] | None = None, *, traini
         terminal_on_life_loss=False,  # see the module docstring; LifeLossTerminal below instead
         grayscale_obs=True,
     )
+    if max_episode_steps is not None:  # below the life-loss wrapper: the count runs over the whole game
+        env = gym.wrappers.TimeLimit(env, max_episode_steps=int(max_episode_steps))
     env = gym.wrappers.RecordEpisodeStatistics(env)
     if training and opts["terminal_on_life_loss"]:
         env = LifeLossTerminal(env)

@@ -39,7 +39,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: ``create_config.env_manager.type`` values and the gymnasium vectorization they select.
-ENV_MANAGERS = {"sync": "sync", "async": "async", "base": "sync", "subprocess": "async"}
+ENV_MANAGERS = {"sync": "sync", "async": "async", "base": "sync", "subprocess": "async", "envpool": "envpool"}
 _ROLES = {"collector": 0, "evaluator": 1}
 
 
@@ -146,7 +146,8 @@ def make_env(
 
     ale-py ids (``"ALE/Pong-v5"``, ``"PongNoFrameskip-v4"``) get the Atari preprocessing of
     :func:`~ding_dist.envs.atari.wrap_atari` unless ``atari=False`` (a dict gives its options);
-    ``training=True`` adds its life-loss termination and reward clipping (collector envs only).
+    ``training=True`` adds its life-loss termination and reward clipping (collector envs only). There
+    ``max_episode_steps`` counts agent steps of a whole game (not emulator frames, not one life).
 
     Example::
 
@@ -178,12 +179,13 @@ def make_env(
     if use_atari:
         register_ale()
     _check_env_id(env_id)
-    if max_episode_steps is not None:
-        kwargs["max_episode_steps"] = max_episode_steps
     if use_atari and is_atari_id(env_id):
         kwargs.setdefault("frameskip", 1)  # AtariPreprocessing skips frames (with max-pooling)
         env = _construct(functools.partial(gym.make, env_id), kwargs, f"env.id {env_id!r}")
-        return wrap_atari(env, atari if isinstance(atari, Mapping) else None, training=training)
+        options = atari if isinstance(atari, Mapping) else None
+        return wrap_atari(env, options, training=training, max_episode_steps=max_episode_steps)
+    if max_episode_steps is not None:
+        kwargs["max_episode_steps"] = max_episode_steps
     return _construct(functools.partial(gym.make, env_id), kwargs, f"env.id {env_id!r}")
 
 
@@ -241,8 +243,9 @@ def make_vec_env(
 ) -> gym.vector.VectorEnv:
     """A gymnasium vector env of ``num_envs`` copies of the env in ``env_cfg``, SAME_STEP autoreset.
 
-    ``manager``: ``"sync"`` (``SyncVectorEnv``, all envs in this process) or ``"async"``
-    (``AsyncVectorEnv``, one subprocess per env, observations through shared memory). Reset it with
+    ``manager``: ``"sync"`` (``SyncVectorEnv``, all envs in this process), ``"async"``
+    (``AsyncVectorEnv``, one subprocess per env, observations through shared memory) or ``"envpool"``
+    (Atari ids only: :class:`~ding_dist.envs.envpool_env.EnvPoolVectorEnv`, the ``envpool`` extra). Reset it with
     ``seed=env_seeds(...)``. ``training=True`` for collector envs: Atari life-loss termination and
     reward clipping (see :mod:`ding_dist.envs.atari`); evaluation envs keep the true game rewards.
 
@@ -258,6 +261,10 @@ def make_vec_env(
     if not isinstance(env_cfg, Mapping):
         raise TypeError(f"env config must be a dict with 'id' or 'entry_point', got {env_cfg!r:.80}")
     env_cfg = dict(env_cfg)
+    if ENV_MANAGERS[manager] == "envpool":
+        from ding_dist.envs.envpool_env import EnvPoolVectorEnv
+
+        return EnvPoolVectorEnv(env_cfg, int(num_envs), training=training)
     # Build one env eagerly: a bad id or entry point fails here with a clear message, in this process.
     first = _make_from_cfg(env_cfg, training)
     fns = [functools.partial(_make_from_cfg, env_cfg, training) for _ in range(int(num_envs))]
@@ -265,7 +272,7 @@ def make_vec_env(
         fns[0] = lambda: first
         return gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
     first.close()
-    return gym.vector.AsyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+    return gym.vector.AsyncVectorEnv(fns, shared_memory=True, autoreset_mode=AutoresetMode.SAME_STEP)
 
 
 # --- old-gym adapter ----------------------------------------------------------------------------------

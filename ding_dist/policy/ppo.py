@@ -9,6 +9,10 @@ gradients of N per-rank minibatches: the global minibatch is ``learn.batch_size`
 gives each rank ``batch_size / N``), exactly as on one process. Advantage normalization uses the
 statistics of that global minibatch (one small allreduce per ``learn`` call serves every minibatch),
 so N ranks apply the update one process would.
+
+With rollout preemption (``collect.preempt``, DD-PPO's straggler tolerance) the ranks' rollouts differ in
+length; ``learn`` then weights each rank by its samples (see :meth:`PPOPolicy.minibatch_plan`), so the
+update is still the one a single process makes on the union of the ranks' samples.
 """
 
 from __future__ import annotations
@@ -141,7 +145,9 @@ class PPOPolicy(Policy):
     (global rollout length per iteration, all envs and ranks); ``learn.epoch_per_collect``,
     ``learn.batch_size`` (global minibatch), ``learn.learning_rate``, ``learn.clip_ratio``,
     ``learn.value_clip_ratio`` (None: no value clipping), ``learn.value_weight``,
-    ``learn.entropy_weight``, ``learn.adv_norm``, ``learn.grad_clip_norm`` (None: no clipping).
+    ``learn.entropy_weight``, ``learn.adv_norm``, ``learn.grad_clip_norm`` (None: no clipping);
+    ``collect.preempt`` (DD-PPO's preemption of straggling ranks, off by default),
+    ``collect.preempt_fraction``, ``collect.preempt_min_share``.
 
     Example::
 
@@ -169,7 +175,14 @@ class PPOPolicy(Policy):
             adv_norm=True,
             grad_clip_norm=0.5,
         )
-        cfg.collect.update(n_sample=2048, discount_factor=0.99, gae_lambda=0.95)
+        cfg.collect.update(
+            n_sample=2048,
+            discount_factor=0.99,
+            gae_lambda=0.95,
+            preempt=False,
+            preempt_fraction=0.6,
+            preempt_min_share=0.25,
+        )
         return cfg
 
     def __init__(
@@ -248,12 +261,13 @@ class PPOPolicy(Policy):
         next_value = np.concatenate([value[1:], self._value(rollout["last_obs"])[None]], axis=0)
         return compute_gae(reward, value, next_value, done, cc.discount_factor, cc.gae_lambda)
 
-    def global_minibatch_stats(self, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def global_minibatch_stats(self, adv: torch.Tensor, n: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and (unbiased) std of each global minibatch of advantages, over every rank's part of it.
 
         ``adv`` is ``[epochs, minibatches, local batch]``; one allreduce of the packed sums and sums of
         squares (float64) serves every minibatch of the call. With N ranks each holding ``batch / N`` of a
-        minibatch, the result equals the statistics one process computes on the whole minibatch.
+        minibatch, the result equals the statistics one process computes on the whole minibatch. ``n`` is
+        the global minibatch size (default: the local one times N; ranks' parts may differ under preemption).
 
         Example::
 
@@ -264,13 +278,48 @@ class PPOPolicy(Policy):
         packed = packed.to(comm_device(self.sync_group, like=packed))
         allreduce(packed, op="sum", group=self.sync_group)
         packed = packed.to(adv.device)
-        n = adv.shape[-1] * get_world_size(self.sync_group)
+        n = adv.shape[-1] * get_world_size(self.sync_group) if n is None else n
         mean = packed[..., 0] / n
         var = (packed[..., 1] - n * mean * mean) / max(n - 1, 1)
         return mean.to(adv.dtype), var.clamp(min=0.0).sqrt().to(adv.dtype)
 
+    def minibatch_plan(self, size: int, rank_samples: Sequence[int] | None) -> tuple[int, int, int | None]:
+        """``(minibatches, local minibatch size, global minibatch size)`` for ``size`` samples on this rank.
+
+        Without ``rank_samples`` (every rank's sample count), or with equal counts, the local minibatch is
+        ``learn.batch_size`` (per rank), the ragged tail is dropped and the global size is None: the loss is
+        the local minibatch's mean, averaged across ranks by the sync engine (today's update, bitwise). With
+        unequal counts (a preempted straggler) every rank runs the same number of minibatches,
+        ``max(1, total // global batch)`` (so the collectives match), each taking a share of its samples
+        proportional to its count, ``min(count // minibatches, ceil(global batch * count / total))``; the
+        loss is then ``N / M`` times the sum of the per-sample terms (``M``: the sum of the ranks' shares),
+        so after the engine's average over N ranks the gradient is that of the mean over the global
+        minibatch of ``M`` samples: the update one process makes on the union of the ranks' samples.
+
+        Example::
+
+            policy.minibatch_plan(100, [100, 40])  # batch_size 32 per rank, 2 ranks: (2, 46, 65)
+        """
+        batch_size = int(self.cfg.learn.batch_size)
+        if rank_samples is None or len(set(int(n) for n in rank_samples)) <= 1:
+            batch = min(batch_size, size)
+            return size // batch, batch, None
+        counts = [int(n) for n in rank_samples]
+        world, total = len(counts), sum(counts)
+        global_batch = batch_size * world
+        n_minibatch = max(1, min(total // global_batch, min(counts)))  # at least one sample per rank and minibatch
+
+        def share(n: int) -> int:
+            return min(n // n_minibatch, -(-global_batch * n // total))
+
+        return n_minibatch, share(size), sum(share(n) for n in counts)
+
     def learn(self, rollout: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        """All PPO epochs over one rollout (fields ``[T, N, ...]`` plus ``last_obs`` ``[N, ...]``)."""
+        """All PPO epochs over one rollout (fields ``[T, N, ...]`` plus ``last_obs`` ``[N, ...]``).
+
+        ``rollout["rank_samples"]`` (optional, set by the data-parallel loop under preemption): every
+        rank's sample count, for :meth:`minibatch_plan`.
+        """
         lc = self.cfg.learn
         adv, ret = self.advantages(rollout)
 
@@ -283,13 +332,21 @@ class PPOPolicy(Policy):
         adv_all, ret_all = flat(adv), flat(ret)
 
         size = obs.shape[0]
-        batch = min(int(lc.batch_size), size)
-        n_minibatch = size // batch  # drop the ragged tail: the same count on every rank
+        # the same number of minibatches on every rank (the ragged tail is dropped)
+        n_minibatch, batch, global_batch = self.minibatch_plan(size, rollout.get("rank_samples"))
+        if global_batch is None:
+            mean = torch.mean
+        else:  # this rank's part of the mean over the global minibatch, times N (the engine averages)
+            scale = get_world_size(self.sync_group) / global_batch
+
+            def mean(x: torch.Tensor) -> torch.Tensor:
+                return x.sum() * scale
+
         # Every epoch's minibatch indices up front, so the advantage statistics of all of them cost one collective.
         orders = torch.stack([torch.randperm(size, device=self.device) for _ in range(lc.epoch_per_collect)])
         minibatches = orders[:, : n_minibatch * batch].reshape(lc.epoch_per_collect, n_minibatch, batch)
         if lc.adv_norm:
-            adv_mean, adv_std = self.global_minibatch_stats(adv_all[minibatches])
+            adv_mean, adv_std = self.global_minibatch_stats(adv_all[minibatches], global_batch)
         stats: dict[str, torch.Tensor] = {}
         n_updates = 0
         for epoch in range(lc.epoch_per_collect):
@@ -304,16 +361,16 @@ class PPOPolicy(Policy):
                 if lc.adv_norm:  # statistics of the global minibatch (all ranks' parts), as on one process
                     a = (a - adv_mean[epoch, mb]) / (adv_std[epoch, mb] + 1e-8)
                 ratio = (logp - old_logp[idx]).exp()
-                policy_loss = torch.max(-a * ratio, -a * ratio.clamp(1.0 - lc.clip_ratio, 1.0 + lc.clip_ratio)).mean()
+                policy_loss = mean(torch.max(-a * ratio, -a * ratio.clamp(1.0 - lc.clip_ratio, 1.0 + lc.clip_ratio)))
 
                 r = ret_all[idx]
                 if lc.value_clip_ratio is not None:
                     v_clipped = old_value[idx] + (v - old_value[idx]).clamp(-lc.value_clip_ratio, lc.value_clip_ratio)
-                    value_loss = 0.5 * torch.max((v - r) ** 2, (v_clipped - r) ** 2).mean()
+                    value_loss = 0.5 * mean(torch.max((v - r) ** 2, (v_clipped - r) ** 2))
                 else:
-                    value_loss = 0.5 * ((v - r) ** 2).mean()
+                    value_loss = 0.5 * mean((v - r) ** 2)
 
-                loss = policy_loss + lc.value_weight * value_loss - lc.entropy_weight * entropy.mean()
+                loss = policy_loss + lc.value_weight * value_loss - lc.entropy_weight * mean(entropy)
 
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()  # through the wrapped model: gradients are averaged across ranks

@@ -109,10 +109,50 @@ class Link:
 
     def exchange(self, send: torch.Tensor, recv: torch.Tensor, peer: int) -> Handles:
         """Start sending ``send`` to group rank ``peer`` and receiving its message into ``recv`` (both
-        ranks of the pair call it); ``wait()`` before reading ``recv`` or writing ``send``."""
+        ranks of the pair call it); ``wait()`` before reading ``recv`` or writing ``send``.
+
+        The message travels in up to :data:`EXCHANGE_PIECES` pieces of at least
+        :data:`EXCHANGE_MIN_PIECE_BYTES` (contiguous slices, posted together): one large bidirectional
+        gloo transfer runs at about half the link rate, the same bytes in pieces at the full rate
+        (docs/benchmarks.md section 7a). The split depends only on a tensor's size, so the peer's pieces
+        of ``send`` match this rank's of ``recv``; the bytes, and so the result, are those of one message.
+        Counted as one collective.
+        """
+        self.count_exchange(send)
+        return Handles([w for s, r in zip(pieces(send), pieces(recv)) for w in self.exchange_piece(s, r, peer)])
+
+    def count_exchange(self, send: torch.Tensor) -> None:
+        """Count one :meth:`exchange` of ``send`` (for callers that post its pieces themselves)."""
         self._count(send.numel() * send.element_size(), 1.0)
+
+    def exchange_piece(self, send: torch.Tensor, recv: torch.Tensor, peer: int) -> list[Any]:
+        """Start sending one piece to group rank ``peer`` and receiving its piece (not counted); the works."""
         target = self.global_rank(peer)
-        return Handles([comm.isend(send, target, group=self.group), comm.irecv(recv, target, group=self.group)])
+        return [comm.isend(send, target, group=self.group), comm.irecv(recv, target, group=self.group)]
+
+
+EXCHANGE_PIECES = 8
+"""At most this many point-to-point messages per :meth:`Link.exchange`."""
+EXCHANGE_MIN_PIECE_BYTES = 256 * 1024
+"""No piece of a :meth:`Link.exchange` is smaller than this (small messages go whole)."""
+
+
+def pieces(t: torch.Tensor) -> list[torch.Tensor]:
+    """Up to ``EXCHANGE_PIECES`` contiguous slices of ``t`` (flattened) of nearly equal sizes, each of at
+    least ``EXCHANGE_MIN_PIECE_BYTES``; ``[t]`` when it is too small to split. ``t`` must be contiguous
+    (as gloo requires of any point-to-point tensor).
+
+    Example:
+        >>> [p.numel() for p in pieces(torch.zeros(1 << 20))]
+        [131072, 131072, 131072, 131072, 131072, 131072, 131072, 131072]
+    """
+    n = t.numel()
+    count = min(EXCHANGE_PIECES, (n * t.element_size()) // max(1, EXCHANGE_MIN_PIECE_BYTES))
+    if count <= 1:
+        return [t]
+    flat = t.view(-1)
+    bounds = [n * i // count for i in range(count + 1)]
+    return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 class Handles:

@@ -25,9 +25,21 @@ from tqdm import tqdm
 
 from ding_dist.utils.fileio import atomic_write_text
 
-__all__ = ["get_logger", "MetricWriter", "PlainProgress", "progress_bar", "read_metrics", "METRICS_FILE"]
+__all__ = [
+    "get_logger",
+    "MetricWriter",
+    "PlainProgress",
+    "progress_bar",
+    "read_metrics",
+    "tracking_requested",
+    "METRICS_FILE",
+    "TRACK_ENV",
+]
 
 METRICS_FILE = "metrics.jsonl"
+#: Set to 1 (``ding-dist train --track``) to mirror the run to Weights & Biases (rank 0's MetricWriter).
+TRACK_ENV = "DING_DIST_TRACK"
+WANDB_HINT = "pip install -e .[wandb]"
 _RESERVED = ("step", "wall_time")
 _FMT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _DATEFMT = "%H:%M:%S"
@@ -139,6 +151,10 @@ class MetricWriter:
     Each :meth:`scalars` call appends one JSON line ``{"step": s, "wall_time": t, "<key>": value, ...}``.
     ``purge_step`` (when resuming at step S) drops records at steps >= S left by the interrupted run,
     both in TensorBoard and in the JSON-lines file. ``tensorboard=False`` writes only the JSON lines.
+    ``config`` (the resolved run config) is written once to TensorBoard (:meth:`write_config`). ``track``
+    (default: :func:`tracking_requested`) first starts a Weights & Biases run with ``sync_tensorboard``,
+    the config, ``dir`` = the folder above ``log_dir`` (the experiment folder), offline unless
+    ``WANDB_MODE`` or ``WANDB_API_KEY`` is set; it is finished by :meth:`close`.
 
     Example:
         >>> import tempfile
@@ -146,13 +162,21 @@ class MetricWriter:
         ...     w.scalars({"rollout/ep_rew_mean": 21.0, "time/fps": 900.0}, step=500)
     """
 
-    def __init__(self, log_dir: str | os.PathLike, purge_step: int | None = None, tensorboard: bool = True):
+    def __init__(
+        self,
+        log_dir: str | os.PathLike,
+        purge_step: int | None = None,
+        tensorboard: bool = True,
+        config: Mapping[str, Any] | None = None,
+        track: bool | None = None,
+    ):
         if purge_step is not None and (isinstance(purge_step, bool) or not isinstance(purge_step, int)):
             raise TypeError(f"purge_step must be an int or None, got {purge_step!r}")
         self.log_dir = Path(log_dir)
         self.enabled = _rank_and_world()[0] == 0
         self._tb = None
         self._file = None
+        self._wandb = None
         if not self.enabled:
             return
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -160,11 +184,15 @@ class MetricWriter:
         if purge_step is not None and path.is_file():
             kept = [r for r in read_metrics(path) if r["step"] < purge_step]
             atomic_write_text(path, "".join(json.dumps(self._encode(r)) + "\n" for r in kept))
+        if tracking_requested() if track is None else track:  # before TensorBoard: wandb patches its writer
+            self._wandb = _start_wandb(config or {}, self.log_dir.parent)
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
             self._tb = SummaryWriter(log_dir=str(self.log_dir), purge_step=purge_step)
         self._file = open(path, "a", encoding="utf-8")
+        if config is not None:
+            self.write_config(config, step=purge_step or 0)
 
     @staticmethod
     def _encode(record: Mapping[str, Any]) -> dict:
@@ -194,6 +222,28 @@ class MetricWriter:
         """Log one scalar at ``step``."""
         self.scalars({key: value}, step)
 
+    def write_config(self, config: Mapping[str, Any], step: int = 0) -> None:
+        """Write a run's resolved config to TensorBoard: the whole config as text (tag ``config``) and its
+        scalar leaves (numbers, strings, booleans) as hparams (``policy.learn.learning_rate`` ...), with
+        ``eval/mean_reward`` as the hparams dashboard's metric. A no-op without TensorBoard.
+
+        Example:
+            >>> import tempfile
+            >>> with MetricWriter(tempfile.mkdtemp()) as w:
+            ...     w.write_config({"seed": 0, "policy": {"learn": {"learning_rate": 1e-3}}})
+        """
+        if not self.enabled or self._tb is None:
+            return
+        from torch.utils.tensorboard.summary import hparams
+
+        plain = _plain(config)
+        text = json.dumps(plain, indent=2, sort_keys=True, default=str)
+        self._tb.add_text("config", "    " + text.replace("\n", "\n    "), int(step))  # markdown code block
+        flat = {k: v for k, v in _flat(plain).items() if isinstance(v, (bool, int, float, str))}
+        writer = self._tb._get_file_writer()
+        for summary in hparams(flat, {"eval/mean_reward": 0.0}):
+            writer.add_summary(summary, int(step))
+
     def flush(self) -> None:
         """Push buffered events to disk."""
         if self._tb is not None:
@@ -203,19 +253,70 @@ class MetricWriter:
             os.fsync(self._file.fileno())
 
     def close(self) -> None:
-        """Flush and close; later calls are no-ops."""
+        """Flush and close (and finish the W&B run); later calls are no-ops."""
         if self._tb is not None:
             self._tb.close()
             self._tb = None
         if self._file is not None:
             self._file.close()
             self._file = None
+        if self._wandb is not None:
+            run, self._wandb = self._wandb, None
+            run.finish()
 
     def __enter__(self) -> MetricWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def tracking_requested(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``DING_DIST_TRACK`` (in ``environ``, default ``os.environ``) asks for Weights & Biases
+    tracking; ``ding-dist train --track`` sets it for every rank.
+
+    Example:
+        >>> tracking_requested({"DING_DIST_TRACK": "1"}), tracking_requested({})
+        (True, False)
+    """
+    value = (os.environ if environ is None else environ).get(TRACK_ENV, "")
+    return value.strip().lower() not in ("", "0", "false", "no")
+
+
+def _plain(config: Any) -> Any:
+    if isinstance(config, Mapping):
+        return {str(k): _plain(v) for k, v in config.items()}
+    if isinstance(config, (list, tuple)):
+        return [_plain(v) for v in config]
+    return config
+
+
+def _flat(node: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if isinstance(value, Mapping):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _start_wandb(config: Mapping[str, Any], folder: Path) -> Any:
+    """``wandb.init`` for a run in ``folder`` (see :class:`MetricWriter`); ImportError naming the extra."""
+    try:
+        import wandb
+    except ImportError as e:
+        raise ImportError(f"tracking with W&B needs the wandb package: {WANDB_HINT} ({e})") from None
+    kwargs: dict[str, Any] = {
+        "project": os.environ.get("WANDB_PROJECT") or "ding_dist",
+        "name": folder.resolve().name,
+        "dir": str(folder),
+        "config": _plain(config),
+        "sync_tensorboard": True,
+    }
+    if not (os.environ.get("WANDB_MODE") or os.environ.get("WANDB_API_KEY")):
+        kwargs["mode"] = "offline"  # no account or network needed; `wandb sync` uploads it later
+    return wandb.init(**kwargs)
 
 
 class PlainProgress:
@@ -291,11 +392,49 @@ class PlainProgress:
             stream.flush()
 
 
+def _console_loggers() -> list[logging.Logger]:
+    """The loggers whose console handlers a shown bar redirects: ``ding_dist``'s, and the root logger when it
+    prints to the console (a logger without one must not get tqdm's handler: its records would print twice)."""
+    found = []
+    for logger in (logging.getLogger("ding_dist"), logging.root):
+        console = [h for h in logger.handlers if isinstance(h, logging.StreamHandler)]
+        for h in console:
+            if getattr(h, "_ding_dist", False):
+                h.stream = sys.stderr  # it writes to the current stderr: let tqdm's handler do the same
+        if any(h.stream in (sys.stdout, sys.stderr) for h in console):
+            found.append(logger)
+    return found
+
+
+class _LoggingBar(tqdm):
+    """A tqdm bar that, from creation to :meth:`close`, prints log lines above itself (``logging_redirect_tqdm``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._redirect = None
+        super().__init__(*args, **kwargs)
+        if not self.disable:
+            from tqdm.contrib.logging import logging_redirect_tqdm
+
+            self._redirect = logging_redirect_tqdm(loggers=_console_loggers(), tqdm_class=tqdm)
+            self._redirect.__enter__()
+
+    def close(self) -> None:
+        """Close the bar, then give the loggers their own handlers back."""
+        try:
+            super().close()
+        finally:
+            redirect, self._redirect = getattr(self, "_redirect", None), None
+            if redirect is not None:
+                redirect.__exit__(None, None, None)
+
+
 def progress_bar(total: int | None, desc: str = "", initial: int = 0) -> tqdm | PlainProgress:
     """A tqdm bar shown on rank 0 and disabled (silent, still countable) on the other ranks.
 
     When stderr is not a terminal (CI logs, redirected output) it is a :class:`PlainProgress`: one
     plain line every 30 s with the total and an ETA, rather than carriage-return refreshes glued together.
+    On a terminal, while the bar is open, the console lines of the ``ding_dist`` loggers (and of the root
+    logger's console handlers) go through tqdm's ``logging_redirect_tqdm``: they print above the bar.
 
     Example:
         >>> bar = progress_bar(100, desc="env steps")
@@ -306,7 +445,7 @@ def progress_bar(total: int | None, desc: str = "", initial: int = 0) -> tqdm | 
     disable = _rank_and_world()[0] != 0
     if not sys.stderr.isatty():
         return PlainProgress(total, desc=desc, initial=initial, disable=disable)
-    return tqdm(
+    return _LoggingBar(
         total=total,
         desc=desc,
         initial=initial,

@@ -2,14 +2,89 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from ding_dist.policy.base import Policy
 
-__all__ = ["Collector"]
+__all__ = ["Collector", "RolloutPreemption"]
+
+
+class RolloutPreemption:
+    """DD-PPO's preemption of stragglers: once ``fraction`` of the ranks have finished their rollout, the
+    others stop as soon as they have at least ``min_share`` of it.
+
+    The ranks share one counter per rollout in the process group's TCP store (``store.add``): a rank that
+    finishes its rollout adds 1; a rank still collecting reads it (``add(key, 0)``, one round trip to the
+    store) every :attr:`check_every` vector steps once it holds ``min_share`` of its steps, so the hot path
+    gains no collective. A rank stops when ``finished >= fraction * world`` (DD-PPO's test: with 2 ranks
+    the default 0.6 waits for both, i.e. never preempts; 0.5 lets the first rank preempt the other). Every
+    rank creates its preemption in the same order and calls :meth:`begin` once per rollout, so the keys
+    agree; the previous rollout's key is deleted by rank 0 at the next :meth:`begin` (every rank has left
+    that rollout by then: the data-parallel loop's allreduce of the rollout lengths separates them; without
+    one, a late read finds a fresh zero counter and the rank is merely not preempted). A world of one never
+    preempts.
+
+    Example::
+
+        pre = RolloutPreemption(fraction=0.5, min_share=0.25)
+        rollout = collector.collect(64, env_step, preemption=pre)   # 16 to 64 vector steps
+    """
+
+    #: vector steps between two reads of the counter
+    check_every = 4
+    _instances = 0
+
+    def __init__(self, fraction: float, min_share: float, store: Any = None) -> None:
+        from ding_dist.comm import get_rank, get_world_size
+
+        if not 0 < fraction <= 1 or not 0 < min_share <= 1:
+            raise ValueError(f"fraction and min_share must be in (0, 1], got {fraction} and {min_share}")
+        self.world, self.rank = get_world_size(), get_rank()
+        self.needed = fraction * self.world
+        self.min_share = min_share
+        self.store = store
+        if self.store is None and self.world > 1:
+            import torch.distributed as dist
+
+            self.store = dist.distributed_c10d._get_default_store()
+        type(self)._instances += 1
+        self._prefix = f"ding_dist/preempt/{type(self)._instances}/"
+        self._round = 0
+        self.key = ""
+
+    @property
+    def active(self) -> bool:
+        """False in a world of one (nothing to wait for)."""
+        return self.store is not None
+
+    def begin(self) -> None:
+        """Start a new rollout (every rank, once per rollout, before collecting)."""
+        if self.active and self.rank == 0 and self._round > 0:
+            self.store.delete_key(self.key)
+        self._round += 1
+        self.key = f"{self._prefix}{self._round}"
+
+    def min_steps(self, n_steps: int) -> int:
+        """The fewest vector steps of a preempted rollout of ``n_steps``."""
+        return max(1, math.ceil(self.min_share * n_steps))
+
+    def preempted(self, done: int, n_steps: int) -> bool:
+        """True when this rank, ``done`` of ``n_steps`` vector steps in, should stop."""
+        if not self.active or done >= n_steps or done < self.min_steps(n_steps):
+            return False
+        if (done - self.min_steps(n_steps)) % self.check_every:
+            return False
+        return self.store.add(self.key, 0) >= self.needed
+
+    def finished(self) -> None:
+        """This rank collected its whole rollout."""
+        if self.active:
+            self.store.add(self.key, 1)
 
 
 class Collector:
@@ -45,15 +120,23 @@ class Collector:
         self._game_stats = bool((getattr(venv, "metadata", None) or {}).get("ding_dist.episode_statistics"))
         self._info: dict = {}
 
-    def collect(self, n_steps: int, env_step: int) -> dict[str, np.ndarray]:
+    def collect(
+        self, n_steps: int, env_step: int, preemption: RolloutPreemption | None = None
+    ) -> dict[str, np.ndarray]:
         """Run ``n_steps`` vector steps (``n_steps * num_envs`` transitions).
 
-        ``env_step`` is the global env-step counter at the start (drives exploration schedules).
+        ``env_step`` is the global env-step counter at the start (drives exploration schedules). With
+        ``preemption``, a straggler may stop early (at least ``min_share`` of ``n_steps``): the rollout is
+        then shorter, and ``last_obs`` is the observation at the cut (GAE bootstraps from its value).
         """
         if n_steps < 1:
             raise ValueError(f"n_steps must be >= 1, got {n_steps}")
+        if preemption is not None:
+            preemption.begin()
         rows: dict[str, list[np.ndarray]] = {}
-        for _ in range(n_steps):
+        for done in range(n_steps):
+            if preemption is not None and preemption.preempted(done, n_steps):
+                break
             action, extras = self.policy.collect_action(self.obs, env_step)
             next_obs, reward, terminated, truncated, info = self.venv.step(self.policy.to_env_action(action))
             real_next = next_obs
@@ -75,6 +158,9 @@ class Collector:
             self._info = info
             self._track_episodes(reward, terminated | truncated)
             self.obs = next_obs
+        else:
+            if preemption is not None:
+                preemption.finished()
         out = {key: np.stack(values) for key, values in rows.items()}
         out["last_obs"] = self.obs.copy()
         return out

@@ -46,6 +46,8 @@ class Evaluator:
         self.n_episode = int(n_episode)
         self.stop_value = stop_value
         self._seeds = list(seeds) if seeds is not None else None
+        #: Rank 0: the last :meth:`evaluate_and_share` result (``evaluate``'s dict); None elsewhere.
+        self.last_result: dict[str, Any] | None = None
 
     def evaluate(self) -> dict[str, Any]:
         """Greedy episodes on this process; returns ``mean_return, std_return, returns, lengths``."""
@@ -81,7 +83,8 @@ class Evaluator:
         (default: the world; ``group`` must contain rank 0)."""
         packed = torch.zeros(2, dtype=torch.float64, device=comm_device(group))
         if get_rank() == 0:
-            mean = self.evaluate()["mean_return"]
+            self.last_result = self.evaluate()  # rank 0 keeps the details (std, lengths) for its logs
+            mean = self.last_result["mean_return"]
             stop = self.stop_value is not None and mean >= self.stop_value
             packed.copy_(torch.tensor([mean, float(stop)], dtype=torch.float64))
         broadcast(packed, src=0, group=group)

@@ -116,13 +116,29 @@ def test_to_ddp_config_with_one_process_changes_nothing():
 def test_to_ddp_config_divides_per_process_sizes(caplog):
     from easydict import EasyDict
 
-    cfg = EasyDict(policy=dict(batch_size=10, learn=dict(batch_size=64, lr=0.1), collect=dict(n_sample=99)))
+    cfg = EasyDict(policy=dict(batch_size=10, learn=dict(batch_size=64, lr=0.1), collect=dict(n_sample=98)))
     with caplog.at_level("INFO"):
         out = dd.to_ddp_config(cfg, world_size=2)
     assert out.policy.learn.batch_size == 32 and out.policy.batch_size == 5
-    assert out.policy.collect.n_sample == 50 and out.policy.learn.lr == 0.1
+    assert out.policy.collect.n_sample == 49 and out.policy.learn.lr == 0.1
     assert cfg.policy.learn.batch_size == 64  # the input is not modified
-    assert "does not divide" in caplog.text and "policy.learn.batch_size 64 -> 32" in caplog.text
+    assert "policy.learn.batch_size 64 -> 32" in caplog.text
+
+
+def test_to_ddp_config_refuses_a_size_the_world_cannot_split():
+    from easydict import EasyDict
+
+    from ding_dist.config import ConfigError
+
+    cfg = EasyDict(policy=dict(learn=dict(batch_size=256), collect=dict(n_sample=99)))
+    with pytest.raises(ConfigError) as info:  # a ValueError: never rounded up to a larger global batch
+        dd.to_ddp_config(cfg, world_size=3)
+    assert str(info.value) == (
+        "policy.learn.batch_size=256 cannot be split over 3 processes: use 255 or 258 (or another --nproc)"
+    )
+    with pytest.raises(ValueError, match=r"2 config errors: policy.learn.batch_size=257 .*n_sample=99 cannot be "
+                       r"split over 2 processes: use 98 or 100"):  # fmt: skip
+        dd.to_ddp_config(EasyDict(policy=dict(learn=dict(batch_size=256 + 1), collect=dict(n_sample=99))), 2)
 
 
 # ---- bad input: every error names the bad value and what was expected ----

@@ -316,7 +316,7 @@ def _to_stop_value(path: str, exp_dir: str) -> tuple:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", [DQN, PPO], ids=["dqn", "ppo"])
+@pytest.mark.parametrize("path", [pytest.param(DQN, marks=pytest.mark.quality), PPO], ids=["dqn", "ppo"])
 def test_di_engine_cartpole_files_reach_their_stop_value(tmp_path, run_ranks, path):
     stop = read_config(path)[0].env.stop_value
     single = _to_stop_value(str(path), str(tmp_path / "one"))

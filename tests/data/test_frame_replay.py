@@ -102,3 +102,20 @@ def test_replay_buffer_for_chooses_from_the_observation_space():
     assert type(replay_buffer_for(vector, 100)) is ReplayBuffer
     with pytest.raises(ValueError, match="frame_dedup"):
         replay_buffer_for(vector, 100, frame_dedup=True)
+
+
+def test_frame_dedup_config_key_is_validated_and_chooses_the_pipeline_buffer():
+    from easydict import EasyDict
+
+    from ding_dist.config.rules import value_errors
+    from ding_dist.entry.run_setup import make_replay_buffer
+
+    key = {"policy": {"other": {"replay_buffer": {"frame_dedup": 5}}}}
+    assert value_errors(key) == [
+        "config key 'policy.other.replay_buffer.frame_dedup' must be True, False or None (auto), got 5"
+    ]
+    frames, actions = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6)
+    for dedup, cls in ((None, FrameReplayBuffer), (True, FrameReplayBuffer), (False, ReplayBuffer)):
+        assert value_errors({"policy": {"other": {"replay_buffer": {"frame_dedup": dedup}}}}) == []
+        cfg = EasyDict(policy={"discount_factor": 0.99, "other": {"replay_buffer": {"frame_dedup": dedup}}})
+        assert type(make_replay_buffer(cfg, frames, actions, num_envs=2, capacity=100, seed=0)) is cls

@@ -1,7 +1,8 @@
 """Quality: the shipped CartPole configs reach a greedy evaluation of 475 on 1 and on 2 processes.
 
 Fixed seeds, at most 100k env steps, stopping at the config's stop_value (475). Tuning across seeds
-is recorded in docs/rl.md; these tests pin one seed each to stay fast in CI.
+is recorded in docs/rl.md; these tests pin one seed each to stay fast in CI. The 2-process runs take
+minutes on 2 cores and are marked ``quality`` (``python -m pytest -m quality``), outside the default run.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def _train(config, exp_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("nproc", [1, 2])
+@pytest.mark.parametrize("nproc", [1, pytest.param(2, marks=pytest.mark.quality)])
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_cartpole_reaches_475(tmp_path, algo, nproc):
     config = str(CONFIGS / f"cartpole_{algo}_config.py")

@@ -243,13 +243,13 @@ def _rank_stops_answering(exp_dir: str, how: str, stamp_file: str) -> str:
     if get_rank() == 1:
         collect = Collector.collect
 
-        def stop_at_512(self, n_vec, env_step):
+        def stop_at_512(self, n_vec, env_step, *args, **kwargs):
             if env_step >= 512:
                 Path(stamp_file).write_text(str(time.time()))
                 if how == "dies":
                     os.kill(os.getpid(), signal.SIGKILL)
                 time.sleep(600)
-            return collect(self, n_vec, env_step)
+            return collect(self, n_vec, env_step, *args, **kwargs)
 
         Collector.collect = stop_at_512
     main_cfg, create_cfg = tiny_dqn()

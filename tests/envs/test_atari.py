@@ -82,3 +82,14 @@ def test_atari_options_are_validated_and_applied():
     with pytest.raises(ValueError, match="frame_stak"):
         make_env("ALE/Pong-v5", atari={"frame_stak": 2})
     env.close()
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_max_episode_steps_counts_agent_steps_of_the_whole_game(training):
+    env = make_env("ALE/Pong-v5", max_episode_steps=10, training=training)
+    env.reset(seed=0)
+    for t in range(1, 11):
+        _, _, terminated, truncated, info = env.step(0)
+        assert truncated == (t == 10) and not terminated
+    assert info["episode"]["l"] == 10  # the recorded game is 10 agent steps (40 emulator frames) long
+    env.close()

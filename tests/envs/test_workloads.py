@@ -1,6 +1,8 @@
-"""Short Atari (Pong PPO, Pong DQN) and MuJoCo (Hopper PPO, HalfCheetah SAC) runs through the pipeline.
+"""Short Atari (Pong PPO) and MuJoCo (Hopper PPO, HalfCheetah SAC) runs through the pipeline.
 
-CI-sized: a few thousand env steps each, on the shipped configs with smaller sizes; 1 and 2 gloo processes.
+CI-sized (they run in CI: the ``test`` extra installs ale-py and MuJoCo): 512-1024 env steps each, on the
+shipped configs with smaller sizes and 100-step evaluation episodes; 1 and 2 gloo processes. The short Pong
+DQN run (with a checkpoint and a resume of its frame-deduplicated replay) is in ``test_atari_replay.py``.
 """
 
 from __future__ import annotations
@@ -16,24 +18,15 @@ SMALL = {
         "env.collector_env_num=2",
         "env.evaluator_env_num=1",
         "env.n_evaluator_episode=1",
-        "env.max_episode_steps=300",
+        "env.max_episode_steps=100",
         "policy.collect.n_sample=256",
         "policy.learn.batch_size=128",
         "policy.learn.epoch_per_collect=1",
         "policy.eval.eval_freq=0",
     ),
-    "pong_dqn": (
-        "env.collector_env_num=2",
-        "env.evaluator_env_num=1",
-        "env.n_evaluator_episode=1",
-        "env.max_episode_steps=300",
-        "policy.collect.n_sample=16",
-        "policy.learn.learning_starts=500",
-        "policy.other.replay_buffer.replay_buffer_size=4000",
-        "policy.eval.eval_freq=0",
-    ),
     "hopper_ppo": (
         "env.evaluator_env_num=1",
+        "env.max_episode_steps=100",
         "env.n_evaluator_episode=1",
         "policy.collect.n_sample=512",
         "policy.learn.epoch_per_collect=2",
@@ -42,13 +35,13 @@ SMALL = {
     "halfcheetah_sac": (
         "env.evaluator_env_num=1",
         "env.n_evaluator_episode=1",
-        "env.max_episode_steps=200",
-        "policy.learn.learning_starts=500",
-        "policy.learn.update_per_collect=8",
+        "env.max_episode_steps=100",
+        "policy.learn.learning_starts=300",
+        "policy.learn.update_per_collect=4",
         "policy.eval.eval_freq=0",
     ),
 }
-STEPS = {"pong_ppo": 1024, "pong_dqn": 1024, "hopper_ppo": 2048, "halfcheetah_sac": 1024}
+STEPS = {"pong_ppo": 512, "hopper_ppo": 1024, "halfcheetah_sac": 600}
 
 
 def _run(name: str, exp_dir: str) -> tuple[int, int, int]:

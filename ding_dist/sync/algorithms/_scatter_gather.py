@@ -82,17 +82,30 @@ class MinMaxUInt8Codec:
 
     def encode_into(self, x: torch.Tensor, out: torch.Tensor) -> None:
         x32 = x.float()
-        lo = x32.amin(dim=1, keepdim=True)  # (torch.aminmax is far slower on CPU here)
-        step = (x32.amax(dim=1, keepdim=True) - lo) / 255.0
+        self.write_header(x32, out)
+        self.quantize_into(x32, out[:, : self.header], out[:, self.header :])
+
+    def write_header(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        """Write each row's float32 min and step (``[rows, n]`` float32 ``x``) into ``out[:, :header]``."""
+        lo = x.amin(dim=1, keepdim=True)  # (torch.aminmax is far slower on CPU here)
+        step = (x.amax(dim=1, keepdim=True) - lo) / 255.0
         step = torch.where(step > 0, step, torch.ones_like(step))
         out[:, : self.header].view(torch.float32).copy_(torch.cat([lo, step], dim=1))
+
+    def quantize_into(self, x: torch.Tensor, header: torch.Tensor, out: torch.Tensor) -> None:
+        """The codes of float32 values ``x`` ``[rows, m]`` (any columns of the rows) into ``out`` ``[rows, m]``,
+        with the rows' ``header`` bytes from :meth:`write_header`; elementwise, so a row may go in pieces."""
+        h = header.view(torch.float32)
         # (x - lo) / step + 0.5, truncated by the cast, rounds these non-negative values to nearest
-        q = torch.sub(x32, lo).div_(step).add_(0.5).clamp_(0.0, 255.0)
-        out[:, self.header :].copy_(q)
+        out.copy_(torch.sub(x, h[:, :1]).div_(h[:, 1:2]).add_(0.5).clamp_(0.0, 255.0))
 
     def decode(self, data: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        header = data[:, : self.header].view(torch.float32)
-        return data[:, self.header :].float().mul_(header[:, 1:2]).add_(header[:, :1])  # (addcmul is slower)
+        return self.decode_values(data[:, : self.header], data[:, self.header :])
+
+    def decode_values(self, header: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+        """Float32 values of ``codes`` ``[rows, m]`` (any columns of the rows) under the rows' ``header``."""
+        h = header.view(torch.float32)
+        return codes.float().mul_(h[:, 1:2]).add_(h[:, :1])  # (addcmul is slower)
 
 
 Codec = RawCodec | HalfCodec | MinMaxUInt8Codec

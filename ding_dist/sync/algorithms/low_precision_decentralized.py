@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from ding_dist.sync._primitives import Handles, Link
+from ding_dist.sync._primitives import Handles, Link, pieces
 from ding_dist.sync.algorithms import Algorithm
 from ding_dist.sync.algorithms._scatter_gather import MinMaxUInt8Codec
 from ding_dist.sync.algorithms.decentralized import FlatWeights, Layout, check_hierarchical, check_interval
@@ -76,28 +76,45 @@ class LowPrecisionDecentralizedState:
                     self.buffers.append((padded, msg, torch.empty_like(msg), torch.empty_like(msg)))
         return self.weights
 
-    def decode(self, msg: torch.Tensor, n: int) -> torch.Tensor:
-        """The first ``n`` values of a message (float32)."""
-        return self.codec.decode(msg, torch.float32).view(-1)[:n]
-
     def mix(self, x: list[torch.Tensor]) -> None:
-        """The ring step on the flat weights ``x`` (leaders, or every rank when flat), in place."""
+        """The ring step on the flat weights ``x`` (leaders, or every rank when flat), in place.
+
+        Pipelined, with the same bytes and values as one message: once the header (min and step of the
+        whole ``d``) is known, each piece of the message (:func:`~ding_dist.sync._primitives.pieces`) is
+        quantized and posted while the next one is quantized, and each received piece is decoded into the
+        replicas while the later ones are still on the wire (every codec step is elementwise).
+        """
         assert self.left is not None and self.right is not None
-        works = []
+        peers = [self.left] if self.right == self.left else [self.left, self.right]
+        codec, h = self.codec, self.codec.header
         for xi, (own, left, right), (d, msg, from_left, from_right) in zip(x, self.replicas, self.buffers):
             n = xi.numel()
             torch.add(left, right, out=d[:n]).sub_(own).sub_(own).div_(3.0).add_(xi).sub_(own)
             d[n:] = d[0]  # padding inside [min, max]: the code of the real values is unchanged
-            self.codec.encode_into(d.view(1, -1), msg)
-            works.append(self.link.exchange(msg, from_left, self.left))
-            if self.right != self.left:
-                works.append(self.link.exchange(msg, from_right, self.right))
-        Handles(works).wait()
-        for xi, (own, left, right), (_, msg, from_left, from_right) in zip(x, self.replicas, self.buffers):
-            n = xi.numel()
-            left.add_(self.decode(from_left, n))
-            right.add_(self.decode(from_right if self.right != self.left else from_left, n))
-            own.add_(self.decode(msg, n))
+            codec.write_header(d.view(1, -1), msg)
+            inboxes = [from_left] if len(peers) == 1 else [from_left, from_right]
+            for _ in peers:
+                self.link.count_exchange(msg)
+            sent, received = pieces(msg), [pieces(box) for box in inboxes]
+            spans, works, start = [], [], 0
+            for k, piece in enumerate(sent):  # byte span [start, stop) of the message -> values [a, b)
+                stop = start + piece.numel()
+                a, b = max(start, h) - h, stop - h
+                if b > a:
+                    codec.quantize_into(d[a:b].view(1, -1), msg[:, :h], msg[:, a + h : b + h])
+                posted = [self.link.exchange_piece(piece, box[k], peer) for peer, box in zip(peers, received)]
+                works.append(Handles([w for pair in posted for w in pair]))
+                spans.append((a, min(b, n)))
+                start = stop
+            for a, b in spans:  # own first: it overlaps the transfer
+                if b > a:
+                    own[a:b].add_(codec.decode_values(msg[:, :h], msg[:, a + h : b + h]).view(-1))
+            for (a, b), work in zip(spans, works):
+                work.wait()
+                if b > a:
+                    got = [codec.decode_values(box[:, :h], box[:, a + h : b + h]).view(-1) for box in inboxes]
+                    left[a:b].add_(got[0])
+                    right[a:b].add_(got[-1])
             xi.copy_(own)
 
 

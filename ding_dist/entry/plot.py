@@ -1,0 +1,432 @@
+"""``ding-dist plot RUN...``: learning curves of runs, seeds grouped into a mean and a 95% confidence band.
+
+Runs whose saved ``config.py`` (and world size in ``result.json``) are the same except for ``seed`` form
+one group, drawn as the mean over its runs with a 95% confidence band of that mean (Student t:
+``mean ± t(0.975, n-1) · s / sqrt(n)`` over the n runs, each run interpolated linearly on a common x
+grid inside the x range every run of the group covers). A run alone is drawn as its own line.
+``smooth`` is a trailing moving average over the last W logged points of each run, applied before
+grouping. Labels name the config values that differ between groups, else the folder names.
+
+Example::
+
+    ding-dist plot runs/dqn_s1 runs/dqn_s2 runs/dqn_s3 --smooth 3 --keys eval/mean_reward,train/loss
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ding_dist.entry.cli import UsageError
+from ding_dist.utils.fileio import atomic_open
+from ding_dist.utils.logging import METRICS_FILE, read_metrics
+
+__all__ = [
+    "PLOT_KEYS",
+    "DEFAULT_KEYS",
+    "Run",
+    "load_run",
+    "load_curves",
+    "group_runs",
+    "aggregate",
+    "smooth",
+    "build_figure",
+    "plot_curves",
+    "plot_command",
+]
+
+#: Keys of the historical default panels (``load_curves``' default).
+PLOT_KEYS = ("rollout/ep_rew_mean", "eval/mean_reward")
+#: Default panel of ``ding-dist plot``: the evaluation return, else the training episodes' return.
+DEFAULT_KEYS = ("eval/mean_reward",)
+FALLBACK_KEYS = ("rollout/ep_rew_mean",)
+X_AXES = ("env_steps", "wall_time")
+_IGNORED_FOR_GROUPING = ("seed", "exp_name")
+_MAX_GRID = 500  # points of a wall-time grid
+_MAX_LABEL = 48
+# Two-sided 95% Student t quantiles t(0.975, df); larger df take the next smaller entry (conservative).
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}  # fmt: skip
+
+
+@dataclass
+class Run:
+    """One experiment folder's logged scalars: ``points[key]`` is a list of ``(env_step, wall_time, value)``.
+
+    ``config`` is the flattened saved config (``{"policy.learn.learning_rate": 1e-3, ...}``, empty when the
+    folder has no ``config.py``); ``world_size`` comes from ``result.json`` when it is there.
+    """
+
+    path: Path
+    points: dict[str, list[tuple[int, float, float]]]
+    config: dict[str, Any] = field(default_factory=dict)
+    world_size: int | None = None
+
+    @property
+    def name(self) -> str:
+        """The folder's name."""
+        return self.path.resolve().name or str(self.path)
+
+    def group_key(self) -> tuple | None:
+        """What seeds share: the config without ``seed``/``exp_name``, and the world size (None: no config)."""
+        if not self.config:
+            return None
+        items = sorted((k, repr(v)) for k, v in self.config.items() if k not in _IGNORED_FOR_GROUPING)
+        return (tuple(items), self.world_size)
+
+
+def _flatten(node: Mapping, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def _read_saved_config(root: Path) -> dict[str, Any]:
+    path = root / "config.py"
+    if not path.is_file():
+        return {}
+    from ding_dist.config import ConfigError, read_config
+
+    try:
+        main, create = read_config(path)
+    except ConfigError as e:
+        raise UsageError(f"run {str(root)!r}: {' '.join(str(e).split())}") from None
+    flat = _flatten({k: v for k, v in main.items() if k != "create_config"})
+    flat.update(_flatten(create or {}, "create_config."))
+    return flat
+
+
+def _read_world_size(root: Path) -> int | None:
+    try:
+        value = json.loads((root / "result.json").read_text(encoding="utf-8")).get("world_size")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
+
+
+def _read_points(root: Path) -> dict[str, list[tuple[int, float, float]]]:
+    points: dict[str, list[tuple[int, float, float]]] = {}
+    for folder in (root / "tb", root):
+        if (folder / METRICS_FILE).is_file():
+            for rec in read_metrics(folder):
+                wall = rec.get("wall_time")
+                wall = float(wall) if isinstance(wall, (int, float)) else math.nan
+                for key, value in rec.items():
+                    if key not in ("step", "wall_time") and isinstance(value, (int, float)):
+                        points.setdefault(key, []).append((rec["step"], wall, float(value)))
+            return points
+        if any(folder.glob("events.out.tfevents.*")):
+            from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+            acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+            acc.Reload()
+            for key in acc.Tags().get("scalars", []):
+                points[key] = [(int(e.step), float(e.wall_time), float(e.value)) for e in acc.Scalars(key)]
+            return points
+    raise UsageError(f"no {METRICS_FILE} or TensorBoard events in {str(root / 'tb')!r} or {str(root)!r}")
+
+
+def load_run(exp_dir: str | os.PathLike) -> Run:
+    """Read a run folder: its scalars (``tb/metrics.jsonl``, else TensorBoard events), config and world size.
+
+    Example:
+        >>> import tempfile
+        >>> from ding_dist.utils import MetricWriter
+        >>> d = tempfile.mkdtemp()
+        >>> w = MetricWriter(d + "/tb", tensorboard=False); w.scalar("eval/mean_reward", 5, 100); w.close()
+        >>> [(s, v) for s, _, v in load_run(d).points["eval/mean_reward"]]
+        [(100, 5.0)]
+    """
+    root = Path(exp_dir)
+    if not root.is_dir():
+        raise UsageError(f"experiment folder {str(root)!r} does not exist")
+    return Run(root, _read_points(root), _read_saved_config(root), _read_world_size(root))
+
+
+def load_curves(exp_dir: str | os.PathLike, keys: Sequence[str] = PLOT_KEYS) -> dict[str, list[tuple[int, float]]]:
+    """Curves ``{key: [(env_step, value), ...]}`` of a run, from ``tb/metrics.jsonl`` or TensorBoard events.
+
+    Example:
+        >>> import tempfile
+        >>> from ding_dist.utils import MetricWriter
+        >>> d = tempfile.mkdtemp()
+        >>> w = MetricWriter(d + "/tb", tensorboard=False); w.scalar("eval/mean_reward", 5, 100); w.close()
+        >>> load_curves(d)
+        {'eval/mean_reward': [(100, 5.0)]}
+    """
+    root = Path(exp_dir)
+    if not root.is_dir():
+        raise UsageError(f"experiment folder {str(root)!r} does not exist")
+    points = _read_points(root)
+    return {k: sorted((s, v) for s, _, v in points[k]) for k in keys if points.get(k)}
+
+
+def smooth(values: Sequence[float], window: int) -> list[float]:
+    """Trailing moving average over the last ``window`` points (fewer at the start).
+
+    Example:
+        >>> smooth([0.0, 2.0, 4.0, 6.0], 2)
+        [0.0, 1.0, 3.0, 5.0]
+    """
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def _curve(run: Run, key: str, x: str, window: int) -> tuple[list[float], list[float]]:
+    """``(xs, ys)`` of ``key`` in ``run``: finite values, one per env step (the last), smoothed."""
+    by_step: dict[int, tuple[float, float]] = {}
+    for step, wall, value in run.points.get(key, []):
+        if math.isfinite(value):
+            by_step[step] = (wall, value)
+    steps = sorted(by_step)
+    if x == "wall_time":
+        start = min((w for pts in run.points.values() for _, w, _ in pts if math.isfinite(w)), default=0.0)
+        pairs = sorted((by_step[s][0] - start, by_step[s][1]) for s in steps if math.isfinite(by_step[s][0]))
+    else:
+        pairs = [(float(s), by_step[s][1]) for s in steps]
+    xs = [p[0] for p in pairs]
+    ys = smooth([p[1] for p in pairs], window) if pairs else []
+    return xs, ys
+
+
+def group_runs(runs: Sequence[Run]) -> list[list[Run]]:
+    """Runs that differ only in seed (same saved config and world size), in first-seen order.
+
+    Example:
+        >>> a = Run(Path("a"), {}, {"seed": 1, "lr": 0.1}); b = Run(Path("b"), {}, {"seed": 2, "lr": 0.1})
+        >>> [[r.name for r in g] for g in group_runs([a, b, Run(Path("c"), {}, {})])]
+        [['a', 'b'], ['c']]
+    """
+    groups: dict[Any, list[Run]] = {}
+    for i, run in enumerate(runs):
+        key = run.group_key()
+        groups.setdefault(("alone", i) if key is None else key, []).append(run)
+    return list(groups.values())
+
+
+def _t95(df: int) -> float:
+    return _T95[max(k for k in _T95 if k <= df)] if df <= 120 else 1.960
+
+
+def aggregate(curves: Sequence[tuple[Sequence[float], Sequence[float]]], grid_points: int = _MAX_GRID):
+    """Mean and 95% band of several ``(xs, ys)`` curves on a common grid: ``(grid, mean, low, high)``.
+
+    The grid is the union of the curves' x values inside the range all of them cover (at most
+    ``grid_points`` evenly spaced points when that union is larger); each curve is interpolated linearly.
+    The band is ``mean ± t(0.975, n-1) · s / sqrt(n)``; with one curve it is the curve itself.
+
+    Example:
+        >>> grid, mean, low, high = aggregate([([0, 10], [0.0, 2.0]), ([0, 10], [2.0, 4.0])])
+        >>> grid.tolist(), mean.tolist(), (high - mean).round(2).tolist()
+        ([0.0, 10.0], [1.0, 3.0], [12.71, 12.71])
+    """
+    import numpy as np
+
+    curves = [(np.asarray(x, float), np.asarray(y, float)) for x, y in curves if len(x)]
+    if not curves:
+        raise ValueError("no points to aggregate")
+    lo, hi = max(x[0] for x, _ in curves), min(x[-1] for x, _ in curves)
+    if lo > hi:  # the runs share no x range: the longest run alone
+        curves = [max(curves, key=lambda c: c[0][-1] - c[0][0])]
+        lo, hi = curves[0][0][0], curves[0][0][-1]
+    grid = np.unique(np.concatenate([x[(x >= lo) & (x <= hi)] for x, _ in curves]))
+    if len(grid) > grid_points:
+        grid = np.linspace(lo, hi, grid_points)
+    ys = np.stack([np.interp(grid, x, y) for x, y in curves])
+    mean = ys.mean(axis=0)
+    n = len(curves)
+    if n == 1:
+        return grid, mean, mean.copy(), mean.copy()
+    half = _t95(n - 1) * ys.std(axis=0, ddof=1) / math.sqrt(n)
+    return grid, mean, mean - half, mean + half
+
+
+def _short(value: Any) -> str:
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text if len(text) <= 16 else text[:15] + "…"
+
+
+def _labels(groups: Sequence[Sequence[Run]]) -> list[str]:
+    """A label per group: the config values that differ between groups, else the folder names."""
+    configs = [g[0].config for g in groups]
+    differing: list[str] = []
+    if len(groups) > 1 and all(configs):
+        keys = sorted(set().union(*configs) - set(_IGNORED_FOR_GROUPING))
+        differing = [k for k in keys if len({repr(c.get(k)) for c in configs}) > 1]
+        sizes = {g[0].world_size for g in groups}
+        if len(sizes) > 1:
+            differing.append("world_size")
+    leaves = [k.rsplit(".", 1)[-1] for k in differing]
+    names = [leaf if leaves.count(leaf) == 1 else key for key, leaf in zip(differing, leaves)]
+    labels = []
+    for group in groups:
+        if differing:
+            cfg = {**group[0].config, "world_size": group[0].world_size}
+            text = ", ".join(f"{n}={_short(cfg.get(k))}" for n, k in zip(names, differing))
+        else:
+            folder_names = [r.name for r in group]
+            text = os.path.commonprefix(folder_names).rstrip("-_.") if len(group) > 1 else folder_names[0]
+            text = text or folder_names[0]
+        if len(text) > _MAX_LABEL:
+            text = text[: _MAX_LABEL - 1] + "…"
+        labels.append(f"{text} (n={len(group)})" if len(group) > 1 else text)
+    return labels
+
+
+def _parse_keys(text: str | Sequence[str] | None) -> list[str] | None:
+    if text is None:
+        return None
+    parts = [text] if isinstance(text, str) else list(text)
+    keys = [k.strip() for part in parts for k in part.split(",") if k.strip()]
+    if not keys:
+        raise UsageError("--keys needs at least one metric name, e.g. --keys eval/mean_reward")
+    return list(dict.fromkeys(keys))
+
+
+def _choose_keys(runs: Sequence[Run], keys: Sequence[str] | None) -> list[str]:
+    available = sorted(set().union(*(r.points for r in runs)))
+    names = ", ".join(repr(str(r.path)) for r in runs)
+    if keys is None:
+        for default in (DEFAULT_KEYS, FALLBACK_KEYS):
+            found = [k for k in default if k in available]
+            if found:
+                return found
+        raise UsageError(
+            f"no {' or '.join(PLOT_KEYS)} records in {names}; keys available: {', '.join(available) or 'none'}"
+        )
+    unknown = [k for k in keys if k not in available]
+    if unknown:
+        raise UsageError(
+            f"unknown key {', '.join(map(repr, unknown))} in {names}; keys available: {', '.join(available) or 'none'}"
+        )
+    return list(keys)
+
+
+def build_figure(
+    exp_dirs: Sequence[str | os.PathLike],
+    keys: Sequence[str] | str | None = None,
+    *,
+    smooth_window: int = 1,
+    x: str = "env_steps",
+    group: bool = True,
+) -> Any:
+    """The matplotlib ``Figure`` that :func:`plot_curves` saves (same arguments, no file written).
+
+    Example:
+        >>> fig = build_figure(["runs/dqn_s1", "runs/dqn_s2"], "eval/mean_reward")  # doctest: +SKIP
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if x not in X_AXES:
+        raise UsageError(f"x axis must be one of {', '.join(X_AXES)}, got {x!r}")
+    if isinstance(smooth_window, bool) or not isinstance(smooth_window, int) or smooth_window < 1:
+        raise UsageError(f"smoothing window must be an integer >= 1, got {smooth_window!r}")
+    if not exp_dirs:
+        raise UsageError("no experiment folder given")
+    runs = [load_run(d) for d in exp_dirs]
+    chosen = _choose_keys(runs, _parse_keys(keys))
+    groups = group_runs(runs) if group else [[r] for r in runs]
+    labels = _labels(groups)
+
+    cols = min(len(chosen), 3)
+    rows = math.ceil(len(chosen) / cols)
+    legend_rows = math.ceil(len(groups) / 3) if len(groups) > 1 else 0
+    fig = Figure(figsize=(max(5.2 * cols, 6.0), 3.8 * rows + 0.3 * legend_rows), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    styles = ["-", "--", ":", "-."]
+    handles: dict[str, Any] = {}
+    for ax, key in zip(axes, chosen):
+        for i, (members, label) in enumerate(zip(groups, labels)):
+            curves = [c for c in (_curve(r, key, x, smooth_window) for r in members) if c[0]]
+            if not curves:
+                continue
+            grid, mean, low, high = aggregate(curves)
+            color, style = f"C{i % 10}", styles[(i // 10) % len(styles)]
+            (line,) = ax.plot(grid, mean, style, color=color, lw=1.6, marker="o" if len(grid) < 20 else None, ms=3,
+                              label=label)  # fmt: skip
+            if len(curves) > 1:
+                ax.fill_between(grid, low, high, color=color, alpha=0.2, lw=0)
+            handles.setdefault(label, line)
+        ax.set_title(key, fontsize="medium")
+        ax.set_xlabel("env steps" if x == "env_steps" else "wall time (s)")
+        ax.set_ylabel("return" if key.endswith(("reward", "rew_mean")) else key.rsplit("/", 1)[-1])
+        ax.grid(alpha=0.3)
+    for ax in axes[len(chosen) :]:
+        ax.set_visible(False)
+    seeds = any(len(g) > 1 for g in groups)
+    if len(handles) > 1 or seeds:
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=min(len(handles), 3),
+                   fontsize="small", frameon=False, title="mean and 95% CI over seeds" if seeds else None,
+                   title_fontsize="small")  # fmt: skip
+    if len(groups) == 1:
+        fig.suptitle(labels[0], fontsize="medium")
+    return fig
+
+
+def plot_curves(
+    exp_dirs: Sequence[str | os.PathLike],
+    out: str | os.PathLike,
+    keys: Sequence[str] | str | None = None,
+    *,
+    smooth_window: int = 1,
+    x: str = "env_steps",
+    group: bool = True,
+) -> Path:
+    """Write a PNG: one panel per key, one line per group of seeds (mean and 95% band) or per run.
+
+    ``keys`` (a list or ``"a,b"``) defaults to ``eval/mean_reward`` (``rollout/ep_rew_mean`` for runs
+    without evaluations); ``x`` is ``"env_steps"`` or ``"wall_time"`` (seconds since the run's first
+    record); ``smooth_window`` averages the last W points; ``group=False`` draws every run alone.
+
+    Example:
+        >>> plot_curves(["runs/dqn_s1", "runs/dqn_s2"], "curve.png", smooth_window=3)  # doctest: +SKIP
+    """
+    fig = build_figure(exp_dirs, keys, smooth_window=smooth_window, x=x, group=group)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(out, "wb") as f:
+        fig.savefig(f, format="png", dpi=110)
+    return out
+
+
+def plot_command(args: argparse.Namespace) -> int:
+    """``ding-dist plot``: parse-level checks, :func:`plot_curves`, then print the path written.
+
+    Example:
+        >>> from ding_dist.entry.cli import build_parser
+        >>> plot_command(build_parser().parse_args(["plot", "runs/a", "--smooth", "5"]))  # doctest: +SKIP
+        0
+    """
+    out = Path(args.out) if args.out else Path(args.exp_dirs[0]) / "learning_curve.png"
+    if out.suffix.lower() != ".png":
+        raise UsageError(f"--out must end in .png, got {str(out)!r}")
+    path = plot_curves(
+        args.exp_dirs,
+        out,
+        getattr(args, "keys", None),
+        smooth_window=getattr(args, "smooth", 1),
+        x=getattr(args, "x", "env_steps"),
+        group=not getattr(args, "no_group", False),
+    )
+    print(f"wrote {path}")
+    return 0

@@ -1,0 +1,92 @@
+"""``ding-dist eval --gif OUT.gif``: greedy episodes as animated GIFs (rgb_array frames written with Pillow)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from easydict import EasyDict
+
+from ding_dist.entry import cli
+from ding_dist.utils.video import record_gif, write_gif
+
+Image = pytest.importorskip("PIL.Image")
+PPO = Path(__file__).resolve().parents[2] / "configs" / "cartpole_ppo_config.py"
+
+
+@pytest.fixture(scope="module")
+def ppo_run(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("gif") / "run"
+    sizes = ["policy.collect.n_sample=64", "policy.learn.batch_size=32"]
+    assert cli.main(["train", str(PPO), "--max-env-steps", "64", "--exp-dir", str(run), "--set", *sizes]) == 0
+    return run
+
+
+def test_write_gif_frames_timing_and_size(tmp_path):
+    frames = [np.full((300, 600, 3), (40 * k, 0, 255 - 40 * k), np.uint8) for k in range(5)]
+    out = write_gif(frames, tmp_path / "sub" / "a.gif", fps=50, max_width=300)
+    with Image.open(out) as gif:
+        assert gif.format == "GIF" and gif.n_frames == 5
+        assert gif.size == (300, 150)  # scaled to max_width, aspect kept
+        assert gif.info["duration"] == 20 and gif.info["loop"] == 0
+        gif.seek(4)
+        r, g, b = gif.convert("RGB").getpixel((10, 10))
+        assert abs(r - 160) <= 8 and g <= 8 and abs(b - 95) <= 8  # the last frame's colour
+    assert not list(out.parent.glob(".*tmp"))  # written through a temporary file
+    with pytest.raises(ValueError, match="no frames"):
+        write_gif([], tmp_path / "b.gif")
+
+
+class _Left:
+    """A policy that always pushes left."""
+
+    def eval_action(self, obs: np.ndarray) -> np.ndarray:
+        return np.zeros(len(obs), dtype=np.int64)
+
+
+def test_record_gif_one_frame_per_step_and_one_file_per_episode(tmp_path):
+    pytest.importorskip("pygame", reason="the render extra is not installed")
+    cfg = EasyDict(env={"id": "CartPole-v1", "env_kwargs": {}, "entry_point": None, "max_episode_steps": None})
+    lengths = []
+    for k in range(2):  # the same episodes, played without rendering
+        env = gym.make("CartPole-v1")
+        env.reset(seed=7 + k)
+        steps, done = 0, False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(0)
+            steps, done = steps + 1, terminated or truncated
+        lengths.append(steps)
+        env.close()
+    paths = record_gif(cfg, _Left(), tmp_path / "cart.gif", episodes=2, seed=7)
+    assert paths == [tmp_path / f"cart-episode-{k}.gif" for k in range(2)]
+    for path, n in zip(paths, lengths):
+        with Image.open(path) as gif:
+            assert gif.size[0] <= 480
+            total = 0
+            for i in range(gif.n_frames):  # Pillow merges identical frames into one longer frame
+                gif.seek(i)
+                total += gif.info["duration"]
+            assert total == 20 * (n + 1)  # the reset frame and one per step, at CartPole's render_fps of 50
+    assert record_gif(cfg, _Left(), tmp_path / "one.gif", episodes=1, seed=7) == [tmp_path / "one.gif"]
+
+
+def test_eval_gif_from_the_cli(tmp_path, ppo_run, capsys):
+    pytest.importorskip("pygame", reason="the render extra is not installed")
+    capsys.readouterr()
+    out = tmp_path / "gifs" / "cartpole.gif"
+    assert cli.main(["eval", str(PPO), "--ckpt", str(ppo_run), "--episodes", "1", "--gif", str(out), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["gifs"] == [str(out)]
+    with Image.open(out) as gif:
+        assert gif.n_frames >= 2
+
+
+def test_eval_gif_needs_gif_suffix(tmp_path, ppo_run, capsys):
+    capsys.readouterr()
+    code = cli.main(["eval", str(PPO), "--ckpt", str(ppo_run), "--episodes", "1", "--gif", str(tmp_path / "x.png")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "--gif must end in .gif" in lines[0]
+    assert not (tmp_path / "x.png").exists()

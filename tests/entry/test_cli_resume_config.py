@@ -1,0 +1,128 @@
+"""``ding-dist train --resume RUN`` and ``ding-dist eval --ckpt RUN`` with the run's own saved config: a changed
+config is a diff and a new file, a finished run is not trained again, a checkpoint of another policy is one
+line. Each test runs the real CLI in subprocesses on one tiny CartPole DQN run (512 env steps)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ding_dist.config import read_config, save_config
+from ding_dist.utils import load_checkpoint, save_checkpoint
+
+REPO = Path(__file__).resolve().parents[2]
+DQN_CONFIG = REPO / "configs" / "cartpole_dqn_config.py"
+PPO_CONFIG = REPO / "configs" / "cartpole_ppo_config.py"
+FAST = ["policy.learn.learning_starts=0", "policy.learn.update_per_collect=4", "env.n_evaluator_episode=2"]
+
+
+def _cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
+    env["OMP_NUM_THREADS"] = "1"
+    cmd = [sys.executable, "-m", "ding_dist.entry.cli", *map(str, args)]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
+
+
+def _ckpts(run: Path) -> list[str]:
+    return sorted(p.name for p in (run / "ckpt").glob("ckpt_*.pt"))
+
+
+def _error_line(done: subprocess.CompletedProcess) -> str:
+    """The one error line of a refused command (no traceback)."""
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if "ding-dist: error:" in line]
+    assert len(lines) == 1, done.stderr[-2000:]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A finished DQN run of 512 env steps (its --max-env-steps); tests copy it before changing it."""
+    cwd = tmp_path_factory.mktemp("trained")
+    done = _cli("train", DQN_CONFIG, "--exp-dir", "run", "--max-env-steps", "512", "--set", *FAST, cwd=cwd)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return cwd / "run"
+
+
+def test_resume_defaults_to_the_run_config_and_stops_when_already_done(trained, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    config = (run / "config.py").read_bytes()
+
+    # Already at its --max-env-steps: one line, exit 0, no iteration, nothing written.
+    done = _cli("train", "--resume", run, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines() == [
+        f"ding-dist: run '{run}' is already done at env step 512 with eval return "
+        f"{load_checkpoint(run / 'ckpt' / 'ckpt_000000512.pt')['counters']['last_eval']:.2f}, at its "
+        "--max-env-steps 512; to continue, give --max-env-steps above 512"
+    ]
+    assert _ckpts(run) == ["ckpt_000000512.pt"]
+
+    # --set on resume: a diff of the resolved configs, a new file, the old one untouched; the run uses it.
+    done = _cli("train", DQN_CONFIG, "--resume", run, "--max-env-steps", "1024", "--set", *FAST,
+                "env.stop_value=1000", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("trained 1024 env steps")
+    assert f"--- {run / 'config.py'}\n+++ {run / 'config_resume1.py'}\n" in done.stderr
+    assert "\n-        'stop_value': 475,\n+        'stop_value': 1000,\n" in done.stderr
+    changed = [
+        line for line in done.stderr.splitlines() if line.startswith(("+", "-")) and line[:3] not in ("+++", "---")
+    ]
+    assert changed == ["-        'stop_value': 475,", "+        'stop_value': 1000,"]  # only that key
+    assert (run / "config.py").read_bytes() == config
+    assert read_config(run / "config_resume1.py")[0].env.stop_value == 1000
+
+    # CONFIG omitted: the newest saved config, unchanged, so no diff and no new file.
+    done = _cli("train", "--resume", run, "--max-env-steps", "1536", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("trained 1536 env steps")
+    assert "another config" not in done.stderr
+    assert sorted(p.name for p in run.glob("config*.py")) == ["config.py", "config_resume1.py"]
+
+    # Done again: at the --max-env-steps the run was resumed with, and at a stop_value its last eval reached.
+    ckpts = _ckpts(run)
+    done = _cli("train", "--resume", run, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith("at its --max-env-steps 1536; to continue, give --max-env-steps above 1536")
+    done = _cli("train", "--resume", run, "--set", "env.stop_value=5", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = done.stdout.strip()
+    assert line.startswith(f"ding-dist: run '{run}' is already done at env step 1536 with eval return ")
+    assert line.endswith(">= env.stop_value=5; to continue, raise it (--set env.stop_value=...) and/or give "
+                         "--max-env-steps")  # fmt: skip
+    assert _ckpts(run) == ckpts
+    assert sorted(p.name for p in run.glob("config*.py")) == ["config.py", "config_resume1.py"]
+
+
+def test_eval_defaults_to_the_run_config_and_names_a_checkpoint_of_another_policy(trained, tmp_path):
+    ckpt = trained / "ckpt" / "ckpt_000000512.pt"
+    for where in (trained, ckpt):  # the run folder, or a checkpoint file inside it
+        done = _cli("eval", "--ckpt", where, "--episodes", "1", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.startswith(f"checkpoint {ckpt}: mean_return ")
+
+    line = _error_line(_cli("eval", PPO_CONFIG, "--ckpt", trained, "--episodes", "1", cwd=tmp_path))
+    assert line == f"ding-dist: error: checkpoint '{ckpt}' was trained by policy 'dqn', the config asks for 'ppo'"
+
+    main, _ = read_config(trained / "config.py")
+    main.policy.model.hidden_sizes = [16]
+    save_config(main, tmp_path / "small.py")
+    line = _error_line(_cli("eval", tmp_path / "small.py", "--ckpt", ckpt, "--episodes", "1", cwd=tmp_path))
+    assert line.startswith(f"ding-dist: error: checkpoint '{ckpt}' does not fit this config's policy 'dqn': ")
+    assert "size mismatch" in line
+
+    old = load_checkpoint(ckpt)  # a checkpoint from before they recorded their policy type, outside its run
+    old.pop("policy_type")
+    save_checkpoint(old, tmp_path / "old.pt")
+    line = _error_line(_cli("eval", PPO_CONFIG, "--ckpt", tmp_path / "old.pt", "--episodes", "1", cwd=tmp_path))
+    assert line.startswith(f"ding-dist: error: checkpoint '{tmp_path / 'old.pt'}' does not fit this config's "
+                           "policy 'ppo': ")  # fmt: skip
+    line = _error_line(_cli("eval", "--ckpt", tmp_path / "old.pt", cwd=tmp_path))
+    assert line.endswith("is not in a run folder with a saved config.py: give CONFIG")
