@@ -37,6 +37,7 @@ SKIP: dict[tuple[str, str], str] = {
     ("benchmarks.md", "gpu_check.sh"): "GPU check and benchmarks: minutes of measurements",
     ("benchmarks.md", "bench_vs_ding"): "needs a DI-engine virtual environment",
     ("benchmarks.md", "bench_sync_algorithms.py"): "benchmark: minutes of measurements",
+    ("benchmarks.md", "bench_actor_learner.py"): "benchmark: minutes of measurements",
     ("rl.md", "bench_rl.py"): "benchmark: minutes of measurements",
     ("sac.md", "bench_sac.py"): "benchmark: minutes of measurements",
     ("launching.md", "--nnodes 2"): "needs two hosts",
