@@ -35,7 +35,7 @@ from ding_dist.entry.experiment import build_policy, env_manager, seed_all
 from ding_dist.entry.failures import EXIT_SIGTERM, diagnose
 from ding_dist.entry.run_setup import RunSetup, make_replay_buffer
 from ding_dist.envs import env_seeds, make_vec_env
-from ding_dist.utils import atomic_write_json, progress_bar
+from ding_dist.utils import progress_bar
 from ding_dist.worker import Collector, Evaluator, Learner
 from ding_dist.worker.collector import RolloutPreemption
 
@@ -200,18 +200,4 @@ class DataParallelRun(RunSetup):
             bar.close()
             self.close()
 
-        result = {
-            "env_steps": c.env_steps,
-            "train_iters": self.policy.train_iter,
-            "episodes": c.episodes,
-            "best_eval_return": c.best_eval,
-            "last_eval_return": c.last_eval,
-            "eval_history": c.eval_history,
-            "world_size": self.world,
-            "wall_time_s": time.perf_counter() - wall_start,
-            "stopped_by": stopped_by,
-            "exp_dir": str(self.exp_dir),
-        }
-        if self.rank == 0:
-            atomic_write_json(self.exp_dir / "result.json", result)
-        return result
+        return self.write_result(stopped_by, wall_start)

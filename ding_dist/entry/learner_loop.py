@@ -41,7 +41,7 @@ from ding_dist.entry.roles import RoleGroups, Roles, chunk_steps
 from ding_dist.entry.run_setup import RunSetup, make_replay_buffer
 from ding_dist.envs import env_seeds, make_vec_env
 from ding_dist.policy.base import policy_sync_group
-from ding_dist.utils import atomic_write_json, progress_bar
+from ding_dist.utils import progress_bar
 from ding_dist.worker import Evaluator, Learner, reduce_log
 from ding_dist.worker.experience import ActorLost, Chunk, ExperienceReceiver, ReplayShards, chunk_layout
 from ding_dist.worker.weight_sync import WeightPublisher
@@ -257,18 +257,10 @@ class LearnerRun(RunSetup):
             bar.close()
             self.close()
 
-        result = {
-            "env_steps": c.env_steps,
-            "train_iters": self.policy.train_iter,
-            "episodes": c.episodes,
-            "best_eval_return": c.best_eval,
-            "last_eval_return": c.last_eval,
-            "eval_history": c.eval_history,
-            "world_size": self.world,
-            "wall_time_s": time.perf_counter() - wall_start,
-            "stopped_by": stopped_by,
-            "exp_dir": str(self.exp_dir),
-            "actor_learner": {
+        return self.write_result(
+            stopped_by,
+            wall_start,
+            actor_learner={
                 "role": "learner",
                 "learners": self.roles.learners,
                 "actors": self.roles.actors,
@@ -279,10 +271,7 @@ class LearnerRun(RunSetup):
                 "actors_lost": sorted(receiver.lost),
                 "finished_cleanly": finished,
             },
-        }
-        if self.rank == 0:
-            atomic_write_json(self.exp_dir / "result.json", result)
-        return result
+        )
 
     # --- logging ------------------------------------------------------------------------------------
     def log_interval(self, wall_start: float, steps_at_start: int) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ from ding_dist.entry.logs import LogMixin
 from ding_dist.entry.resume import ResumeMixin, save_run_config
 from ding_dist.policy import Policy, get_policy_cls
 from ding_dist.sync import DistributedModel
-from ding_dist.utils import CheckpointManager, MetricWriter
+from ding_dist.utils import CheckpointManager, MetricWriter, atomic_write_json
 from ding_dist.utils.exp_lock import ExperimentInUseError, ExperimentLock
 
 __all__ = ["Counters", "RunSetup", "make_replay_buffer"]
@@ -218,6 +219,27 @@ class RunSetup(ResumeMixin, CheckpointMixin, LogMixin, EvaluationMixin):
             elif isinstance(obj, torch.Tensor):
                 tensors[name] = obj
         check_consistency(tensors, group=self.learn_group)
+
+    def write_result(self, stopped_by: str, wall_start: float, **extra: Any) -> dict[str, Any]:
+        """The run's result, shared by every loop (``extra`` adds a mode's keys); rank 0 writes result.json
+        atomically."""
+        c = self.counters
+        result = {
+            "env_steps": c.env_steps,
+            "train_iters": self.policy.train_iter,
+            "episodes": c.episodes,
+            "best_eval_return": c.best_eval,
+            "last_eval_return": c.last_eval,
+            "eval_history": c.eval_history,
+            "world_size": self.world,
+            "wall_time_s": time.perf_counter() - wall_start,
+            "stopped_by": stopped_by,
+            "exp_dir": str(self.exp_dir),
+            **extra,
+        }
+        if self.rank == 0:
+            atomic_write_json(self.exp_dir / "result.json", result)
+        return result
 
     def _close_envs(self) -> None:
         for worker in (self.collector, self.evaluator):
