@@ -36,5 +36,5 @@ setup(
         # ding-dist train --track: Weights & Biases (offline unless WANDB_MODE / WANDB_API_KEY say otherwise)
         "wandb": ["wandb>=0.15"],
     },
-    entry_points={"console_scripts": ["ding-dist=ding_dist.entry.cli:main"]},
+    entry_points={"console_scripts": ["ding-dist=ding_dist.entry.cli:run"]},
 )

@@ -44,6 +44,9 @@ class DeadRankError(RuntimeError):
         super().__init__(message)
         self.ranks = ranks
 
+    def __reduce__(self) -> tuple:  # pickles whole (e.g. from a rank of ``launch`` to its caller)
+        return type(self), (str(self), self.ranks)
+
 
 def _call_site() -> str:
     """``file:line in function`` of the first caller outside ding_dist/comm."""

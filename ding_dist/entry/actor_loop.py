@@ -28,7 +28,7 @@ from ding_dist.entry.failures import EXIT_SIGTERM
 from ding_dist.entry.roles import RoleGroups, Roles, chunk_steps
 from ding_dist.entry.run_setup import RunSetup
 from ding_dist.envs import env_seeds, make_vec_env
-from ding_dist.policy.base import policy_sync_group
+from ding_dist.policy.base import acting_only, policy_sync_group
 from ding_dist.worker import Collector
 from ding_dist.worker.experience import (
     ACTOR,
@@ -74,7 +74,8 @@ class ActorRun(RunSetup):
         self.learner_rank = self.roles.learner_of(self.rank)
         venv = make_vec_env(cfg.env, cfg.env.collector_env_num, env_manager(cfg), training=True)
         try:
-            with policy_sync_group(self.groups.actors):  # actors never learn: nothing to synchronize with learners
+            # Actors never learn: no optimizer, no sync engine; their statistics stay within the actor group.
+            with policy_sync_group(self.groups.actors), acting_only():
                 self.policy = build_policy(cfg, venv.single_observation_space, venv.single_action_space,
                                            device=cfg.actor_learner.actor_device)  # fmt: skip
         except BaseException:

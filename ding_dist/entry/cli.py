@@ -30,6 +30,7 @@ process is started.
 from __future__ import annotations
 
 import argparse
+import copy
 import difflib
 import json
 import math
@@ -58,6 +59,7 @@ TIMEOUT_ENV = "DING_DIST_TIMEOUT"
 # Torchrun's elastic agent sets this in the workers; a rank's exception is written there for the summary.
 ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
 SHARE_STORE_ENV = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+START_METHOD_ENV = "DING_DIST_START_METHOD"
 PLOT_KEYS = ("rollout/ep_rew_mean", "eval/mean_reward")
 
 
@@ -452,6 +454,7 @@ def _launch_local(nproc: int, max_restarts: int, child_argv: list[str]) -> int:
 
     from ding_dist.comm.heartbeat import watch_heartbeats
 
+    fork = _start_method() == "fork"
     launcher_argv = ["--standalone", "--nnodes", "1", "--nproc-per-node", str(nproc)]
     launcher_argv += ["--max-restarts", str(max_restarts), "--module"]
     launcher_args = get_args_parser().parse_args([*launcher_argv, "ding_dist.entry.cli", *child_argv])
@@ -462,8 +465,10 @@ def _launch_local(nproc: int, max_restarts: int, child_argv: list[str]) -> int:
     # torchrun would set this itself (with a banner); one thread per rank keeps N ranks from oversubscribing.
     threads = os.environ.setdefault("OMP_NUM_THREADS", "1")
     restarts = f", up to {max_restarts} restart(s)" if max_restarts else ""
+    how = "fork" if fork else "subprocess"
     print(
-        f"{PROG}: starting {nproc} local process(es) with torch.distributed.run (OMP_NUM_THREADS={threads}{restarts})",
+        f"{PROG}: starting {nproc} local process(es) with torch.distributed.run ({how}, OMP_NUM_THREADS={threads}"
+        f"{restarts})",
         file=sys.stderr,
     )
     # torchrun's agent replaces these handlers (main thread only); put ours back when it is done.
@@ -471,7 +476,10 @@ def _launch_local(nproc: int, max_restarts: int, child_argv: list[str]) -> int:
     restore = threading.current_thread() is threading.main_thread()
     try:
         with watch:
-            torchrun(launcher_args)
+            if fork:
+                _launch_forked(launcher_args, child_argv)
+            else:
+                torchrun(launcher_args)
     except ChildFailedError as e:
         return _report_failures(e.failures, nproc, max_restarts)
     except SignalException as e:
@@ -482,6 +490,44 @@ def _launch_local(nproc: int, max_restarts: int, child_argv: list[str]) -> int:
             if restore and handler is not None:
                 signal.signal(sig, handler)
     return 0
+
+
+def _start_method() -> str:
+    """How local ranks start: ``fork`` (of this process, whose torch and ding_dist imports they inherit: 2-3 s
+    less per start on a small machine) with a CPU-only torch, else ``subprocess`` (fresh interpreters, as
+    torchrun's ``--module``): a process that asked CUDA anything must not fork. ``DING_DIST_START_METHOD``
+    overrides."""
+    method = os.environ.get(START_METHOD_ENV, "")
+    if method not in ("", "fork", "subprocess"):
+        raise UsageError(f"{START_METHOD_ENV}={method!r}: expected 'fork' or 'subprocess'")
+    if method:
+        return method
+    import torch
+
+    return "subprocess" if torch.backends.cuda.is_built() else "fork"
+
+
+def _launch_forked(launcher_args: argparse.Namespace, child_argv: list[str]) -> None:
+    """Torchrun's agent (standalone rendezvous, restarts, signals) with ``_forked_rank`` as the ranks'
+    entry point, started by fork."""
+    import uuid
+
+    from torch.distributed.launcher.api import elastic_launch
+    from torch.distributed.run import config_from_args
+
+    launcher_args.rdzv_backend, launcher_args.rdzv_endpoint = "c10d", "localhost:0"  # what --standalone means
+    launcher_args.rdzv_id = str(uuid.uuid4())
+    launcher_args.start_method = "fork"
+    config, _, _ = config_from_args(launcher_args)
+    elastic_launch(config=config, entrypoint=_forked_rank)(child_argv)
+
+
+def _forked_rank(argv: list[str]) -> None:
+    """One rank forked by :func:`_launch_forked`: ``main(argv)`` (torchrun's variables are in the environment);
+    a non-zero code is the process's exit code, as for a started rank."""
+    code = main(argv)
+    if code:
+        sys.exit(code)
 
 
 def _summary(result: dict[str, Any], exp_dir: str | None) -> str:
@@ -503,12 +549,27 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
+_CHECKED: dict[tuple, Any] = {}  # what _check_compiles passed; ranks forked from the launcher inherit it
+
+
 def _check_compiles(config: Path, args: argparse.Namespace) -> Any:
     """Compile the config with its overrides, check its sizes and build its env once, so bad input is one
-    error line before any process starts; returns the compiled config."""
+    error line before any process starts; returns the compiled config (a forked rank gets the launcher's)."""
+    key = (str(config), config.read_bytes(), args.seed, tuple(args.overrides))
+    if key not in _CHECKED:
+        _CHECKED[key] = _compile_and_try(config, args)
+    return copy.deepcopy(_CHECKED[key])
+
+
+def _compile_and_try(config: Path, args: argparse.Namespace) -> Any:
+    import torch
+
     from ding_dist.entry.pipeline import load_config
     from ding_dist.envs import make_env
 
+    # One thread: OpenMP's worker threads do not survive a fork, and ranks forked from a launcher that had
+    # started them hang in their first parallel op. The run sets its own threads (default_threads).
+    torch.set_num_threads(1)
     try:
         cfg = load_config(str(config), seed=args.seed, overrides=tuple(args.overrides))
     except ConfigError:
@@ -528,8 +589,10 @@ def _check_compiles(config: Path, args: argparse.Namespace) -> Any:
         raise UsageError(f"config {str(config)!r}: {what} cannot be made: {_first_line(e)}") from e
     try:  # the policy on this env's spaces (on CPU): e.g. DQN on a Box action space is one line, not a traceback
         from ding_dist.entry.experiment import build_policy
+        from ding_dist.policy.base import acting_only
 
-        build_policy(cfg, made.observation_space, made.action_space, device="cpu")
+        with acting_only():  # no optimizers: they import torch._dynamo (1.5 s) in a process that never trains
+            build_policy(cfg, made.observation_space, made.action_space, device="cpu")
     except ValueError as e:
         raise UsageError(f"config {str(config)!r}: {_first_line(e)} (env {env.get('id')!r})") from e
     finally:
@@ -626,6 +689,7 @@ def _train(args: argparse.Namespace) -> int:
             f"--exp-dir {args.exp_dir!r} already holds a run: add --resume {args.exp_dir} to continue it, "
             "or choose another folder"
         )
+    asked_nproc = args.nproc
     args.nproc = _actor_learner_nproc(args)
     cfg = _check_compiles(config, args)
     if args.resume is not None and _resume_is_done(args, cfg, resumed):
@@ -644,7 +708,7 @@ def _train(args: argparse.Namespace) -> int:
         env[TRACK_ENV] = _check_wandb()
     with _env_set(env | _restart_env(args.max_restarts)):
         if _under_launcher():
-            if args.nproc > 1 or args.max_restarts:
+            if asked_nproc > 1 or args.max_restarts:
                 print(f"{PROG}: already under a launcher, ignoring --nproc and --max-restarts", file=sys.stderr)
             if os.environ.get(ERROR_FILE_ENV):
                 return _run_recorded_rank(args, config)
@@ -883,5 +947,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
 
 
+def run() -> NoReturn:
+    """The ``ding-dist`` command: :func:`main` on ``sys.argv``, then a quick exit.
+
+    A process that imported torch spends 0.5-1 s tearing its modules down after the last line; a run is
+    finished by then (envs, writers, process group closed, result written), so once no non-daemon thread
+    is left the exit skips that teardown: atexit handlers run, stdout and stderr are flushed, then
+    ``os._exit``. Every rank, and the launcher around them, ends that much sooner.
+
+    Example (the console script ``ding-dist`` is this function)::
+
+        python -m ding_dist.entry.cli config show configs/cartpole_dqn_config.py
+    """
+    code = main()
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if any(t.is_alive() for t in others):
+        sys.exit(code)  # the interpreter joins them (e.g. an executor's idle workers) as usual
+    import atexit
+
+    atexit._run_exitfuncs()  # logging's flush, multiprocessing's cleanup, wandb, ...
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -134,16 +134,27 @@ def env_manager(cfg: EasyDict) -> str:
     return ((cfg.create_config.get("env_manager") or {}).get("type")) or "sync"
 
 
-def default_threads() -> None:
-    """One torch thread per process unless OMP_NUM_THREADS says otherwise (as torchrun does).
+def default_threads(obs_space: gym.Space | None = None) -> None:
+    """Torch threads of this process: ``OMP_NUM_THREADS`` when set (torchrun sets 1), else one, or for
+    image observations (a convolutional encoder) the CPU cores shared by this machine's processes.
 
-    RL networks are small: extra intra-op threads only add synchronization, and on a busy machine
-    they spin against other processes (measured: a 1-process CartPole PPO run 9x slower with 2 threads
-    on a loaded 2-core machine).
+    RL networks on vectors are small: extra intra-op threads only add synchronization, and on a busy machine
+    they spin against other processes (measured: a 1-process CartPole PPO run 9x slower with 2 threads on a
+    loaded 2-core machine). A Nature-CNN's convolutions do use them (Pong PPO on 2 cores, 1 process: +46-54 %
+    env steps/s with 2 threads, docs/benchmarks.md section 8).
     """
-    if "OMP_NUM_THREADS" not in os.environ and torch.get_num_threads() != 1:
-        logger.info("using 1 torch thread per process (set OMP_NUM_THREADS to change it)")
-        torch.set_num_threads(1)
+    asked = os.environ.get("OMP_NUM_THREADS", "")
+    if asked.isdigit() and int(asked) >= 1:
+        threads = int(asked)
+    elif obs_space is not None and len(getattr(obs_space, "shape", None) or ()) == 3:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        threads = max(1, cores // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+    else:
+        threads = 1
+    if torch.get_num_threads() != threads:  # also a rank forked from a launcher that imported torch earlier
+        if threads > 1 and not asked:
+            logger.info(f"using {threads} torch threads for a convolutional network (OMP_NUM_THREADS changes it)")
+        torch.set_num_threads(threads)
 
 
 def seed_all(seed: int) -> None:

@@ -176,6 +176,7 @@ class RunSetup(ResumeMixin, CheckpointMixin, LogMixin, EvaluationMixin):
         env_seed = cfg.seed + (self.counters.env_steps if state else 0)  # fresh episodes after a resume
         try:
             self.build(state, env_seed)
+            default_threads(self.policy.obs_space)  # more than one only for image observations
             if state is not None:
                 self._restore(state)
         except BaseException:  # e.g. SIGTERM while the envs start: close what is open, no orphans

@@ -58,6 +58,7 @@ __all__ = [
     "Policy",
     "check_sync_config",
     "policy_sync_group",
+    "acting_only",
     "mlp",
     "obs_dim",
     "action_info",
@@ -84,6 +85,28 @@ def policy_sync_group(group: Any) -> Iterator[None]:
         yield
     finally:
         _SYNC_GROUP.reset(token)
+
+
+_ACTING_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("policy_acting_only", default=False)
+
+
+@contextlib.contextmanager
+def acting_only() -> Iterator[None]:
+    """Policies built inside it act but never learn: :meth:`Policy.make_optimizer` returns None and
+    :meth:`Policy.distribute` leaves the model as it is. The actors of an actor-learner run and the launcher's
+    config check build theirs so, without importing ``torch._dynamo`` (every torch optimizer does: 1.5 s).
+
+    Example::
+
+        with acting_only():
+            policy = DQNPolicy(cfg, obs_space, action_space)  # a ValueError names what does not fit
+        actions, _ = policy.collect_action(obs, env_step=0)
+    """
+    token = _ACTING_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _ACTING_ONLY.reset(token)
 
 
 class Policy(abc.ABC):
@@ -158,7 +181,10 @@ class Policy(abc.ABC):
             self.optimizer = self.make_optimizer(self.model.parameters(), lr=1e-3)
         """
         sync = self.cfg.get("sync") or {}
-        if get_algorithm(sync.get("algorithm", "gradient_allreduce")).name == "qadam":
+        algorithm = get_algorithm(sync.get("algorithm", "gradient_allreduce"))  # an unknown name fails here
+        if _ACTING_ONLY.get():
+            return None  # type: ignore[return-value]
+        if algorithm.name == "qadam":
             options = sync.get("options") or {}
             return QAdamOptimizer(params, lr=lr, warmup_steps=options.get("warmup_steps", 100), **adam_kwargs)
         return torch.optim.Adam(params, lr=lr, **adam_kwargs)
@@ -171,6 +197,8 @@ class Policy(abc.ABC):
         the algorithm has synchronized the step. Returns ``(wrapped_model, optimizer)``; keep using the
         raw ``model`` for no-grad work.
         """
+        if _ACTING_ONLY.get():
+            return model, optimizer
         sync = self.cfg.get("sync") or {}
         merged = {k: v for k, v in (sync.get("options") or {}).items() if k != "warmup_steps"}
         merged.update(options)
@@ -209,7 +237,9 @@ class Policy(abc.ABC):
         if missing:
             raise KeyError(f"policy state is missing {missing}; it has {sorted(state)}")
         for name in self._state_attrs:
-            getattr(self, name).load_state_dict(state[name])
+            target = getattr(self, name)
+            if target is not None:  # None: an optimizer of a policy built acting_only()
+                target.load_state_dict(state[name])
         self.train_iter = int(state["train_iter"])
 
     # --- small helpers --------------------------------------------------------------------------

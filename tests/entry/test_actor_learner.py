@@ -253,7 +253,7 @@ def test_cli_killed_rank_ends_the_job_with_a_summary_naming_it(tmp_path, victim)
     job = _Job(tmp_path, DQN_CONFIG, "--actors", "2", "--max-env-steps", "400000", "--exp-dir", exp,
                "--timeout", "30", "--set", *FAST)  # fmt: skip
     job.wait_for(lambda: _ckpt_steps(exp))
-    pid = job.rank_pid(victim)
+    pid = job.rank_pid(victim, world=3)
     os.kill(pid, signal.SIGKILL)
     killed_at = time.monotonic()
     assert job.wait(60) == 1, job.output()[-3000:]

@@ -38,9 +38,9 @@ def _env() -> dict:
     return env
 
 
-def _cli(*args: str, cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
+def _cli(*args: str, cwd: Path, timeout: int = 240, env: dict | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "ding_dist.entry.cli", *args]
-    return subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, cwd=cwd, env=_env() | (env or {}), capture_output=True, text=True, timeout=timeout)
 
 
 def _result(exp: Path) -> dict:
@@ -138,15 +138,19 @@ def test_unknown_config_key_from_set_is_a_clean_error(tmp_path, capsys):
     assert "'policy.learn.batch_size'" in err[-1]
 
 
-def test_train_two_processes_with_nproc(tmp_path):
+@pytest.mark.parametrize("start", ["fork", "subprocess"])
+def test_train_two_processes_with_nproc(tmp_path, start):
+    """Ranks forked from the launcher (the default with a CPU-only torch) or started as fresh interpreters
+    (with CUDA) train the same."""
     exp, states = tmp_path / "two", tmp_path / "states"
     states.mkdir()
     config = tmp_path / "state_probe_config.py"
     config.write_text(STATE_PROBE.format(config=str(DQN_CONFIG), out=str(states)))
     # 200 is not a multiple of the 256 global steps per iteration: the run ends at the next whole iteration.
     out = _cli("train", str(config), "--nproc", "2", "--max-env-steps", "200", "--exp-dir", str(exp),
-               "--set", *FAST, cwd=tmp_path)  # fmt: skip
+               "--set", *FAST, cwd=tmp_path, env={"DING_DIST_START_METHOD": start})  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
+    assert f"starting 2 local process(es) with torch.distributed.run ({start}, OMP_NUM_THREADS=1)" in out.stderr
     res = _result(exp)
     steps, train_iters = _expected(200, nproc=2)
     assert res["world_size"] == 2 and res["env_steps"] == steps and res["train_iters"] == train_iters
@@ -167,6 +171,13 @@ def test_bad_key_with_nproc_fails_before_launching(tmp_path, capsys):
     assert code == 2
     assert err == [err[0]] and err[0].startswith("ding-dist: error: unknown config key 'env.bogus'")
     assert not list(tmp_path.iterdir())  # no process was started, nothing written
+
+
+def test_bad_start_method_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DING_DIST_START_METHOD", "spawn")
+    assert main(["train", str(DQN_CONFIG), "--nproc", "2", "--exp-dir", str(tmp_path / "exp")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["ding-dist: error: DING_DIST_START_METHOD='spawn': expected 'fork' or 'subprocess'"]
 
 
 def test_rank_failure_under_nproc_reports_rank_and_exit_code(tmp_path):

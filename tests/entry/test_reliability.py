@@ -64,6 +64,15 @@ def _parent(pid: int) -> int | None:
         return None
 
 
+def _start_time(pid: int) -> int:
+    """Clock ticks after boot at which ``pid`` started (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 _JOBS: list[_Job] = []
 
 
@@ -100,11 +109,11 @@ class _Job:
                 raise AssertionError(f"timed out waiting:\n{self.output()[-3000:]}")
             time.sleep(0.02)
 
-    def rank_pid(self, rank: int) -> int:
-        want = f"RANK={rank}".encode()
-        found = [p for p in _pids() if _parent(p) == self.proc.pid and want in _environ(p)]
-        assert len(found) == 1, f"expected one rank-{rank} child of {self.proc.pid}, found {found}"
-        return found[0]
+    def rank_pid(self, rank: int, world: int = 2) -> int:
+        """The launcher starts (forks or execs) local ranks 0, 1, ... in order: its children by start time."""
+        children = sorted((_start_time(p), p) for p in _pids() if _parent(p) == self.proc.pid)
+        assert len(children) == world, f"expected {world} ranks under {self.proc.pid}, found {children}"
+        return children[rank][1]
 
     def wait(self, timeout: float) -> int:
         try:
