@@ -525,7 +525,12 @@ def _launch_forked(launcher_args: argparse.Namespace, child_argv: list[str]) -> 
 def _forked_rank(argv: list[str]) -> None:
     """One rank forked by :func:`_launch_forked`: ``main(argv)`` (torchrun's variables are in the environment);
     a non-zero code is the process's exit code, as for a started rank."""
-    code = main(argv)
+    import atexit
+
+    try:
+        code = main(argv)
+    finally:
+        atexit._run_exitfuncs()  # a forked process ends in os._exit: what the rank registered runs here
     if code:
         sys.exit(code)
 

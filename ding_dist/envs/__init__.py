@@ -3,6 +3,7 @@
 from ding_dist.envs.env import (
     ENV_MANAGERS,
     OldGymAdapter,
+    close_vec_env,
     ensure_gymnasium,
     env_default_config,
     env_seeds,
@@ -13,6 +14,7 @@ from ding_dist.envs.env import (
 __all__ = [
     "ENV_MANAGERS",
     "OldGymAdapter",
+    "close_vec_env",
     "ensure_gymnasium",
     "env_default_config",
     "env_seeds",

@@ -278,6 +278,27 @@ def make_vec_env(
 # --- old-gym adapter ----------------------------------------------------------------------------------
 
 
+CLOSE_TIMEOUT_S = 2.0
+
+
+def close_vec_env(venv: gym.vector.VectorEnv, timeout: float = CLOSE_TIMEOUT_S) -> None:
+    """Close ``venv``; an ``AsyncVectorEnv`` call still pending waits at most ``timeout`` seconds, then its
+    worker processes are terminated.
+
+    A pending call is what an exception (SIGTERM) leaves when it lands inside ``step_wait`` after some
+    workers answered: gymnasium's plain ``close()`` would wait for those answers again, forever.
+
+    Example::
+
+        venv = make_vec_env(cfg.env, 4, "async")
+        close_vec_env(venv)
+    """
+    if isinstance(venv.unwrapped, gym.vector.AsyncVectorEnv):
+        venv.close(timeout=timeout)
+    else:
+        venv.close()
+
+
 def _convert_space(space: Any) -> gym.Space:
     """A gymnasium space equal to a duck-typed old-gym space (Discrete via ``.n``, Box via low/high)."""
     if isinstance(space, gym.Space):

@@ -9,6 +9,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from ding_dist.envs.env import close_vec_env
 from ding_dist.policy.base import Policy
 
 __all__ = ["Collector", "RolloutPreemption"]
@@ -190,4 +191,4 @@ class Collector:
 
     def close(self) -> None:
         """Close the vector env."""
-        self.venv.close()
+        close_vec_env(self.venv)

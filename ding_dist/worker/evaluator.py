@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from ding_dist.comm import broadcast, comm_device, get_rank
+from ding_dist.envs.env import close_vec_env
 from ding_dist.policy.base import Policy
 
 __all__ = ["Evaluator"]
@@ -94,4 +95,4 @@ class Evaluator:
     def close(self) -> None:
         """Close the vector env (if any)."""
         if self.venv is not None:
-            self.venv.close()
+            close_vec_env(self.venv)
