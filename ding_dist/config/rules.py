@@ -200,9 +200,10 @@ def check_values(cfg: Mapping, schema: Mapping | None = None, rules: Any = VALUE
     raise_all(value_errors(cfg, schema, rules))
 
 
-def split_errors(cfg: Mapping, world_size: int) -> list[str]:
+def split_errors(cfg: Mapping, world_size: int, flag: str = "--nproc") -> list[str]:
     """One message per global size (``policy.learn.batch_size``, ``policy.collect.n_sample``, ...) that
-    ``world_size`` data-parallel processes cannot share evenly, naming the nearest values that can.
+    ``world_size`` data-parallel processes (or learners: ``flag="--learners"``) cannot share evenly, naming
+    the nearest values that can.
 
     :func:`~ding_dist.comm.to_ddp_config` raises these (as one ``ConfigError``) rather than round a size.
 
@@ -224,6 +225,6 @@ def split_errors(cfg: Mapping, world_size: int) -> list[str]:
             low, high = node - node % world_size, node - node % world_size + world_size
             near = f"{low} or {high}" if low > 0 else str(high)
             errors.append(
-                f"policy.{dotted}={node} cannot be split over {world_size} processes: use {near} (or another --nproc)"
+                f"policy.{dotted}={node} cannot be split over {world_size} processes: use {near} (or another {flag})"
             )
     return errors

@@ -739,14 +739,14 @@ def _check_wandb() -> str:
 
 
 def _check_local_world(cfg: Any, nproc: int) -> None:
-    """Before starting ``nproc`` local processes: refuse global sizes they cannot share evenly (data-parallel
-    runs), and warn once when they outnumber the CPU cores."""
+    """Before starting ``nproc`` local processes: refuse global sizes they cannot share evenly (the learners of
+    an actor-learner run), and warn once when they outnumber the CPU cores."""
     from ding_dist.config.rules import split_errors
 
-    if not cfg.actor_learner.actors:
-        errors = split_errors(cfg, nproc)
-        if errors:
-            raise UsageError("; ".join(errors))
+    al = cfg.actor_learner
+    errors = split_errors(cfg, al.learners, "--learners") if al.actors else split_errors(cfg, nproc)
+    if errors:
+        raise UsageError("; ".join(errors))
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if nproc > cores:
         print(

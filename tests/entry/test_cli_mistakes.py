@@ -58,6 +58,15 @@ def test_nproc_that_cannot_split_the_batch(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+def test_learners_that_cannot_split_the_batch(tmp_path, capsys):
+    """An actor-learner batch is split over the learners only; refused before any process starts."""
+    argv = ["train", str(CONFIGS / "cartpole_ppo_config.py"), "--actors", "3", "--learners", "3",
+            "--exp-dir", str(tmp_path / "run")]  # fmt: skip
+    err = _error_line(capsys, argv)
+    assert "policy.learn.batch_size=256 cannot be split over 3 processes: use 255 or 258 (or another --learners)" in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_more_processes_than_cores_warns_once(monkeypatch, capsys):
     monkeypatch.setattr(cli.os, "sched_getaffinity", lambda pid: {0, 1})
     cfg = cli._check_compiles(CONFIGS / "cartpole_ppo_config.py", cli.build_parser().parse_args(
