@@ -413,6 +413,7 @@ class HeartbeatMonitor:
         self._host = socket.gethostname()
         self._seen: dict[int, tuple[int, int, float]] = {}  # rank -> (pid, counter, when it last changed)
         self.stale: dict[int, str] = {}
+        self.killed: dict[int, tuple[int, float]] = {}  # rank -> (pid, time.time()) of each rank found silent
         self._judged: set[int] = set()  # pids already acted on
         self._last_poll = -float("inf")
         self._stop = threading.Event()
@@ -447,7 +448,26 @@ class HeartbeatMonitor:
             self._judged.add(pid)
             self.stale[rank] = _frozen_message(rank, self.nproc, silent_s, self.grace)
             found.append(rank)
+            self.killed[rank] = (pid, time.time())
             self._on_stale(rank, pid, self.stale[rank])
+        return found
+
+    def silent_deaths(self) -> dict[int, int]:
+        """Ranks of this host whose process is gone while their last beat still says alive (rank -> pid): they
+        died without reporting, by a signal (SIGKILL, a crash); a rank that ends any other way says stopped.
+
+        Example:
+            >>> monitor.silent_deaths()  # doctest: +SKIP
+            {1: 4242}
+        """
+        found = {}
+        for rank in range(self.nproc):
+            key = _key(rank)
+            if self._store is None or not self._store.check([key]):
+                continue
+            beat = json.loads(self._store.get(key))
+            if beat["state"] == "alive" and beat["host"] == self._host and not _pid_alive(beat["pid"]):
+                found[rank] = beat["pid"]
         return found
 
     def _loop(self) -> None:

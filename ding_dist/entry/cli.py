@@ -40,6 +40,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -414,6 +415,37 @@ def _is_consequence(failure: Any) -> bool:
     return stopped or text.startswith("DeadRankError") or bool(PEER_FAILURE.search(text))
 
 
+@dataclass
+class _KilledRank:
+    """A rank the heartbeat watch SIGKILLed, as torchrun's ``ProcessFailure`` describes a failed rank."""
+
+    pid: int
+    timestamp: int
+    signal_text: str = "SIGKILL"
+    exitcode: int = -signal.SIGKILL
+    message: str = ""
+
+    def signal_name(self) -> str:
+        return self.signal_text
+
+
+def _with_killed(failures: dict[int, Any], monitor: Any) -> dict[int, Any]:
+    """``failures`` plus the ranks the heartbeat watch killed and those that died by a signal without a word.
+    Ranks forked by torchrun's agent are reported one failure per job (the first exit it sees), which can
+    be a peer's consequence rather than the cause."""
+    failures = dict(failures)
+    if monitor is None:
+        return failures
+    latest = max((f.timestamp for f in failures.values()), default=0)
+    for rank, (pid, when) in monitor.killed.items():
+        if rank not in failures and abs(latest - when) < 60:  # this generation's kill, not an earlier restart's
+            failures[rank] = _KilledRank(pid, int(when))
+    for rank, pid in monitor.silent_deaths().items():
+        if rank not in failures:
+            failures[rank] = _KilledRank(pid, latest, signal_text="(unknown: it died without reporting)")
+    return failures
+
+
 def _report_failures(failures: dict[int, Any], nproc: int, max_restarts: int) -> int:
     """Print one line per failed rank, the root cause (the rank that failed first) last; return the exit code.
 
@@ -475,13 +507,14 @@ def _launch_local(nproc: int, max_restarts: int, child_argv: list[str]) -> int:
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
     restore = threading.current_thread() is threading.main_thread()
     try:
-        with watch:
-            if fork:
-                _launch_forked(launcher_args, child_argv)
-            else:
-                torchrun(launcher_args)
-    except ChildFailedError as e:
-        return _report_failures(e.failures, nproc, max_restarts)
+        with watch as monitor:
+            try:
+                if fork:
+                    _launch_forked(launcher_args, child_argv)
+                else:
+                    torchrun(launcher_args)
+            except ChildFailedError as e:  # while the watch's store still holds the ranks' last beats
+                return _report_failures(_with_killed(e.failures, monitor), nproc, max_restarts)
     except SignalException as e:
         print(f"{PROG}: stopped by {e.sigval.name}; all {nproc} rank(s) were stopped", file=sys.stderr)
         return 128 + int(e.sigval)

@@ -219,3 +219,25 @@ def test_ranks_watching_each_other_name_the_frozen_rank(who, tmp_path):
     assert len(named) == 1, lines
     assert ("the heartbeat store it serves at 127.0.0.1:" in named[0]) == (who == 0), named  # rank 0 serves it
     assert elapsed < 60
+
+
+def test_silent_deaths_are_ranks_gone_while_their_beat_says_alive():
+    """What the launcher reports when torchrun's agent names only a peer's consequence: a rank whose process
+    is gone with its last beat "alive" died by a signal; one that stopped its heartbeat did not."""
+    import json
+    import socket
+    from datetime import timedelta
+
+    killed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait(30)
+    with hb.HeartbeatMonitor(2, 0.5, 3) as monitor:
+        host, port = monitor.address.rsplit(":", 1)
+        store = torch.distributed.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=30))
+        for rank, pid, state in ((0, killed.pid, "alive"), (1, finished.pid, "stopped")):
+            beat = {"seq": 3, "pid": pid, "host": socket.gethostname(), "state": state, "gen": 0}
+            store.set(hb._key(rank), json.dumps(beat))
+        assert monitor.silent_deaths() == {}  # rank 0 still runs
+        killed.kill()
+        killed.wait(30)
+        assert monitor.silent_deaths() == {0: killed.pid}

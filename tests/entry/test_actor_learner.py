@@ -259,7 +259,9 @@ def test_cli_killed_rank_ends_the_job_with_a_summary_naming_it(tmp_path, victim)
     assert job.wait(60) == 1, job.output()[-3000:]
     assert time.monotonic() - killed_at < 30
     last = job.stderr_lines()[-1]
-    assert last.startswith(f"ding-dist: error: rank {victim} of 3 failed with signal SIGKILL (first failure)"), last
+    # torchrun's exit status, or (ranks forked by its agent report one failure) the heartbeat's silence
+    assert re.match(rf"ding-dist: error: rank {victim} of 3 failed with signal (SIGKILL|\(unknown: it died "
+                    r"without reporting\)) \(first failure\)", last), last  # fmt: skip
     assert _no_leftovers(job) == []
 
 

@@ -176,7 +176,9 @@ def test_killed_rank_ends_the_job_with_a_summary_naming_it(tmp_path):
     assert code == 1, job.output()[-3000:]
     assert elapsed < 30, f"the job took {elapsed:.1f} s to end after rank 1 died"
     last = job.stderr_lines()[-1]
-    assert last.startswith("ding-dist: error: rank 1 of 2 failed with signal SIGKILL (first failure)"), last
+    # torchrun's exit status, or (ranks forked by its agent report one failure) the heartbeat's silence
+    assert re.match(r"ding-dist: error: rank 1 of 2 failed with signal (SIGKILL|\(unknown: it died without "
+                    r"reporting\)) \(first failure\)", last), last  # fmt: skip
     assert f"PID {victim}" in last
     assert _no_leftovers(job) == []
     assert not (exp / "result.json").exists()
