@@ -87,7 +87,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict:
         blob = torch.load(p, map_location=map_location, weights_only=False)
     except Exception as e:
         raise CheckpointError(
-            f"checkpoint {str(p)!r} is truncated or corrupt ({type(e).__name__}: {str(e).splitlines()[0]})"
+            f"checkpoint {str(p)!r} is truncated or corrupt ({type(e).__name__}: {(str(e).splitlines() or [''])[0]})"
         ) from e
     if not (isinstance(blob, dict) and blob.get("format") == _FORMAT and isinstance(blob.get("state"), dict)):
         raise CheckpointError(

@@ -59,13 +59,26 @@ def test_truncated_file_names_the_file(tmp_path):
             load_checkpoint(path)
 
 
+def test_an_error_without_a_message_still_names_the_file(tmp_path, monkeypatch):
+    """Random bytes can make torch.load raise an exception whose text is empty (seen once in CI)."""
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"x")
+
+    def load(*args, **kwargs):
+        raise MemoryError()
+
+    monkeypatch.setattr(torch, "load", load)
+    with pytest.raises(CheckpointError, match=r"bad\.pt' is truncated or corrupt \(MemoryError: \)"):
+        load_checkpoint(bad)
+
+
 def test_foreign_and_garbage_files(tmp_path):
     foreign = tmp_path / "foreign.pt"
     torch.save({"model": {}}, foreign)
     with pytest.raises(CheckpointError, match=r"foreign\.pt.*not a ding_dist checkpoint"):
         load_checkpoint(foreign)
     garbage = tmp_path / "garbage.pt"
-    garbage.write_bytes(os.urandom(4096))
+    garbage.write_bytes(random.Random(0).randbytes(4096))
     with pytest.raises(CheckpointError, match=r"garbage\.pt"):
         load_checkpoint(garbage)
     with pytest.raises(CheckpointError, match=r"missing\.pt.*does not exist"):
