@@ -780,7 +780,9 @@ def _check_local_world(cfg: Any, nproc: int) -> None:
     errors = split_errors(cfg, al.learners, "--learners") if al.actors else split_errors(cfg, nproc)
     if errors:
         raise UsageError("; ".join(errors))
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    from ding_dist.entry.experiment import cpu_cores
+
+    cores = cpu_cores()
     if nproc > cores:
         print(
             f"{PROG}: warning: {nproc} processes on {cores} CPU core(s): they will share cores and run slower "

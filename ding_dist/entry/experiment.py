@@ -134,6 +134,11 @@ def env_manager(cfg: EasyDict) -> str:
     return ((cfg.create_config.get("env_manager") or {}).get("type")) or "sync"
 
 
+def cpu_cores() -> int:
+    """CPU cores this process may run on (its affinity where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def default_threads(obs_space: gym.Space | None = None) -> None:
     """Torch threads of this process: ``OMP_NUM_THREADS`` when set (torchrun sets 1), else one, or for
     image observations (a convolutional encoder) the CPU cores shared by this machine's processes.
@@ -147,8 +152,7 @@ def default_threads(obs_space: gym.Space | None = None) -> None:
     if asked.isdigit() and int(asked) >= 1:
         threads = int(asked)
     elif obs_space is not None and len(getattr(obs_space, "shape", None) or ()) == 3:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        threads = max(1, cores // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+        threads = max(1, cpu_cores() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
     else:
         threads = 1
     if torch.get_num_threads() != threads:  # also a rank forked from a launcher that imported torch earlier
