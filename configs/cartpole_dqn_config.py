@@ -1,8 +1,8 @@
 """Double DQN on CartPole-v1; reaches a greedy evaluation of 475 within ~10-35k env steps (seeds 0-5).
 
 Train: ``ding-dist train configs/cartpole_dqn_config.py`` (add ``--nproc 2`` for two processes).
-Sizes are global: with N processes each one collects ``n_sample / N`` steps per iteration and
-learns on ``batch_size / N`` samples per update.
+Sizes are global: with N processes each one steps ``collector_env_num / N`` envs for the same
+``n_sample / collector_env_num`` steps per iteration and learns on ``batch_size / N`` samples per update.
 """
 
 from easydict import EasyDict

@@ -2,7 +2,8 @@
 
 Train: ``ding-dist train configs/cartpole_ppo_config.py`` (add ``--nproc 2`` for two processes).
 ``collect.n_sample`` (the rollout per iteration) and ``learn.batch_size`` (the minibatch) are global:
-with N processes each one collects ``n_sample / N`` steps and uses minibatches of ``batch_size / N``.
+with N processes each one steps ``collector_env_num / N`` envs for the same horizon (``n_sample /
+collector_env_num`` steps) and uses minibatches of ``batch_size / N``.
 """
 
 from easydict import EasyDict

@@ -1,8 +1,8 @@
 """SAC on Pendulum-v1; reaches a greedy evaluation of -200 within 30k env steps (see docs/sac.md).
 
 Train: ``ding-dist train configs/pendulum_sac_config.py`` (add ``--nproc 2`` for two processes).
-Sizes are global: with N processes each one collects ``n_sample / N`` steps per iteration and
-learns on ``batch_size / N`` samples per update, ``update_per_collect`` updates per iteration, so the
+Sizes are global: with N processes each one steps ``collector_env_num / N`` envs (``n_sample / N`` steps) per
+iteration and learns on ``batch_size / N`` samples per update, ``update_per_collect`` updates per iteration, so the
 update-to-data ratio ``update_per_collect / n_sample`` and the global batch do not change with N.
 """
 

@@ -42,6 +42,7 @@ _OTHER_NAMES = {
     "FusedOptimizer": ".optim",
     "LoadBalancingDistributedBatchSampler": ".data.samplers",
     "LoadBalancingDistributedSampler": ".data.samplers",
+    "to_ddp_config": ".config.split",
 }
 
 

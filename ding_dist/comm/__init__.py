@@ -49,7 +49,7 @@ from .heartbeat import (
     stop_heartbeat,
     watch_heartbeats,
 )
-from .helpers import error_wrapper, to_ddp_config
+from .helpers import error_wrapper
 from .init import (
     DDPContext,
     DistContext,
@@ -148,5 +148,4 @@ __all__ = [
     "resolve_timeout",
     "send",
     "simple_group_split",
-    "to_ddp_config",
 ]

@@ -28,6 +28,8 @@ __all__ = [
     "backend_device_types",
     "check_comm_device",
     "comm_device",
+    "computes_on_cuda",
+    "cuda_only",
     "rank_cuda_index",
     "resolve_device",
 ]
@@ -59,25 +61,62 @@ def rank_cuda_index(local_rank: int | None = None) -> int:
     return int(local_rank) % count
 
 
-def _backend_name(group: Any = None) -> str:
-    link = current_link(group)
-    return "fake" if link.is_fake else link.backend(group)
+def _backend_map(text: str) -> dict[str, str]:
+    """``'cpu:gloo,cuda:nccl'`` -> {cpu: gloo, cuda: nccl}; a bare ``'nccl'`` -> {cuda: nccl}; a bare
+    ``'gloo'`` -> {cpu: gloo, cuda: gloo}."""
+    found: dict[str, str] = {}
+    for part in str(text).split(","):
+        part = part.strip().lower()
+        device, sep, name = part.rpartition(":")
+        if sep:
+            found[device] = name
+        elif part == "nccl":
+            found["cuda"] = part
+        elif part:
+            found.setdefault("cpu", part)
+            found.setdefault("cuda", part)
+    return found
+
+
+def computes_on_cuda(backend: str) -> bool:
+    """Whether a rank of a world with this backend computes on its GPU when its device is ``"auto"``: CUDA
+    tensors go over nccl (``nccl``, ``cpu:gloo,cuda:nccl``), or the backend moves CUDA tensors only (``cuda:gloo``).
+
+    Example:
+        >>> computes_on_cuda("cpu:gloo,cuda:nccl"), computes_on_cuda("gloo")
+        (True, False)
+    """
+    by_device = _backend_map(backend)
+    return "cuda" in by_device and (by_device["cuda"] == "nccl" or "cpu" not in by_device)
+
+
+def cuda_only(backend: str) -> bool:
+    """Whether the backend moves CUDA tensors only (``nccl``, ``cuda:gloo``): every rank of such a world
+    computes on a GPU, so ``dist_init`` makes the rank's GPU its current device.
+
+    Example:
+        >>> cuda_only("cuda:gloo"), cuda_only("cpu:gloo,cuda:nccl")
+        (True, False)
+    """
+    return set(_backend_map(backend)) == {"cuda"}
 
 
 def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
     """Turn a config's ``device`` into this rank's ``torch.device``.
 
-    ``"auto"`` (or ``None``): the rank's GPU when CUDA is available and the backend is nccl or there is no
-    process group (one process), else the CPU (a gloo group moves host tensors). ``"cuda"``: the rank's
-    GPU (:func:`rank_cuda_index`). ``"cuda:N"``: that GPU. ``"cpu"``: the CPU. A CUDA device on a machine
-    without one is a ``ValueError`` naming it.
+    ``"auto"`` (or ``None``): the rank's GPU when CUDA is available and there is no process group (one
+    process) or the backend carries CUDA tensors over nccl or moves only CUDA tensors (:func:`computes_on_cuda`:
+    ``nccl``, ``cpu:gloo,cuda:nccl``, ``cuda:gloo``), else the CPU (plain gloo moves host tensors).
+    ``"cuda"``: the rank's GPU (:func:`rank_cuda_index`). ``"cuda:N"``: that GPU. ``"cpu"``: the CPU. A CUDA
+    device on a machine without one is a ``ValueError`` naming it.
 
     Example:
         >>> resolve_device("cpu")
         device(type='cpu')
     """
     if spec is None or spec == "auto":
-        if torch.cuda.is_available() and _backend_name() in ("nccl", "fake"):
+        link = current_link()
+        if torch.cuda.is_available() and (link.is_fake or computes_on_cuda(link.backend())):
             return torch.device("cuda", rank_cuda_index())
         return torch.device("cpu")
     try:
@@ -151,7 +190,8 @@ def comm_device(group: Any = None, like: torch.Tensor | torch.device | None = No
         return torch.device("cpu")
     if "cpu" in types:
         return torch.device("cpu")
-    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cuda")
+    # the rank's GPU, where resolve_device puts its networks (not current_device(): GPU 0 unless someone set it)
+    return torch.device("cuda", rank_cuda_index()) if torch.cuda.is_available() else torch.device("cuda")
 
 
 def _call_site() -> str:

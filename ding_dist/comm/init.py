@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 from .devices import clear_cache as _clear_device_cache
-from .devices import rank_cuda_index
+from .devices import cuda_only, rank_cuda_index
 from .link import current_link
 from .settings import FAKE_SETTINGS, LaunchSettings, resolve_launch_settings, resolve_timeout
 
@@ -79,10 +79,6 @@ def _auto_backend(settings: LaunchSettings) -> str:
     return "nccl" if gpus else "gloo"
 
 
-def _uses_nccl(backend: str) -> bool:
-    return any(name == "nccl" for _, name in _backend_parts(backend))
-
-
 def _check_same(name: str, asked: Any, running: Any) -> None:
     if asked is not None and asked != running:
         raise RuntimeError(
@@ -106,7 +102,9 @@ def dist_init(
     list), else no process group is made and every helper runs on the fake link (a world of one).
     ``backend=None`` takes ``$DING_DIST_BACKEND`` if set, else nccl when each rank of the node can have a GPU
     of its own, else gloo (with a warning when GPUs exist but are fewer than the ranks per node); with nccl
-    the CUDA device is set to :func:`~ding_dist.comm.devices.rank_cuda_index`.
+    a backend that moves CUDA tensors only (nccl, ``cuda:gloo``) sets the CUDA device to
+    :func:`~ding_dist.comm.devices.rank_cuda_index`; under a mixed one (``cpu:gloo,cuda:nccl``) CUDA is left
+    alone until the rank builds its networks on a GPU (CPU actors never touch it).
     ``timeout`` (seconds) defaults to ``$DING_DIST_TIMEOUT`` or 30 minutes. Calling it again while a group
     runs is a no-op returning the running ``(rank, world_size)``; asking for different settings is an error.
     A tcp:// rendezvous that fails fast (e.g. a port still held by a previous run) is retried with backoff
@@ -135,7 +133,7 @@ def dist_init(
         return 0, 1
     backend = _pick_backend(backend or os.environ.get(BACKEND_ENV) or _auto_backend(settings))
     device = "cpu"
-    if _uses_nccl(backend):
+    if cuda_only(backend) and torch.cuda.is_available():  # every rank of this world computes on its GPU
         index = rank_cuda_index(settings.local_rank)
         torch.cuda.set_device(index)
         device = f"cuda:{index}"

@@ -34,7 +34,7 @@ import torch
 
 import ding_dist.comm as _comm
 from ding_dist.comm import CommHandle, DDPContext, DistContext, dist_finalize, dist_mode, error_wrapper
-from ding_dist.comm.helpers import DDP_SPLIT_KEYS
+from ding_dist.config import split as _split
 
 __all__ = [
     "DDPContext",
@@ -231,14 +231,34 @@ def allreduce_data(x: int | float | torch.Tensor, op: str) -> int | float | torc
     return _comm.allreduce_data(x, op=op)
 
 
-def synchronize() -> None:
-    """Wait for the CUDA work queued on this device; a no-op without CUDA (DI-engine's crashes on CPU).
+def synchronize(device: torch.device | str | int | None = None) -> None:
+    """Wait for the CUDA work queued on ``device`` (DI-engine's is ``torch.cuda.synchronize``, same argument).
+
+    ``device``: a CUDA device (``torch.device``, ``'cuda:1'`` or an index; ``None``: the current one). Without
+    CUDA (a CPU-only machine, or CUDA not used yet by this process) nothing can be queued, so this returns
+    at once, whatever CUDA device is named (DI-engine's crashes on CPU); a ``'cpu'`` device returns at once
+    too, since CPU work runs synchronously (``torch.cuda.synchronize('cpu')`` raises). Any other device type,
+    or a CUDA index past the last GPU, is a ``ValueError``.
 
     Example:
         >>> synchronize()
+        >>> synchronize("cpu")
     """
+    if device is not None:
+        if isinstance(device, bool) or not isinstance(device, (int, str, torch.device)):
+            raise TypeError(f"synchronize: device must be a torch.device, a str or an int, got {device!r}")
+        dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+        if dev.type == "cpu":
+            return
+        if dev.type != "cuda":
+            raise ValueError(f"synchronize: expected a CUDA or CPU device, got {device!r}")
+        if torch.cuda.is_available() and dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(
+                f"synchronize: device {device!r} does not exist; this machine has {torch.cuda.device_count()} GPU(s)"
+            )
+        device = dev
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
 
 
 def get_group(group_size: int | None = None) -> Any:
@@ -321,11 +341,11 @@ def to_ddp_config(cfg: Any) -> Any:
         >>> to_ddp_config(cfg) is cfg, cfg.policy.learn.batch_size  # unchanged in a world of one
         (True, 64)
     """
-    divided = _comm.to_ddp_config(cfg)
+    divided = _split.to_ddp_config(cfg)
     if divided is cfg or not hasattr(cfg, "get") or cfg.get("policy") is None:
         return cfg
-    for dotted in DDP_SPLIT_KEYS:
-        *parents, leaf = dotted.split(".")
+    for dotted in _split.DDP_SPLIT_KEYS:
+        _, *parents, leaf = dotted.split(".")  # below "policy."
         src, dst = divided.policy, cfg.policy
         for key in parents:
             src, dst = (src.get(key) if hasattr(src, "get") else None), (dst.get(key) if hasattr(dst, "get") else None)

@@ -21,6 +21,7 @@ from ding_dist.config.ding_dialect import looks_like_ding, translate_ding_config
 from ding_dist.config.errors import ConfigError, raise_all
 from ding_dist.config.loader import read_config, save_config
 from ding_dist.config.rules import VALUE_RULES, check_values, value_errors
+from ding_dist.config.split import split_config, split_errors, to_ddp_config
 
 __all__ = [
     "CREATE_SCHEMA",
@@ -41,4 +42,7 @@ __all__ = [
     "looks_like_ding",
     "translate_ding_config",
     "translate_if_ding",
+    "split_config",
+    "split_errors",
+    "to_ddp_config",
 ]

@@ -305,6 +305,14 @@ def _create_section(t: _Translator) -> tuple[str, str | None]:
 def _env_section(t: _Translator, env_type: str | None, policy: str) -> str:
     for key in ("collector_env_num", "evaluator_env_num", "n_evaluator_episode", "stop_value"):
         t.same(f"env.{key}")
+    if "env.collector_env_num" in t.main:  # DI-engine's DDP keeps envs per process and splits n_sample
+        t.report.add(
+            "differs",
+            f"env.collector_env_num={short_repr(t.main['env.collector_env_num'])}: DI-engine steps that many envs in "
+            "every process and splits n_sample over the processes, so on N processes each env's rollout is N times "
+            "shorter; here it is the run's total, split over the processes (learners), so each env's rollout keeps "
+            "n_sample / collector_env_num steps on any number of processes",
+        )
     t.ignore("env.replay_path", "ding_dist records no videos of evaluation episodes")
     t.ignore_under("env.manager", "DI-engine env-manager tuning; the manager is create_config.env_manager.type")
     t.ignore("env.type", "the env comes from create_config.env.type")

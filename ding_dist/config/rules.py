@@ -17,7 +17,7 @@ from typing import Any
 
 from ding_dist.config.errors import raise_all
 
-__all__ = ["VALUE_RULES", "check_values", "short_repr", "split_errors", "value_errors"]
+__all__ = ["VALUE_RULES", "check_values", "short_repr", "value_errors"]
 
 
 def short_repr(value: Any, limit: int = 80) -> str:
@@ -198,33 +198,3 @@ def check_values(cfg: Mapping, schema: Mapping | None = None, rules: Any = VALUE
         ding_dist.config.errors.ConfigError: config key 'policy.learn.batch_size' must be >= 1, got -1
     """
     raise_all(value_errors(cfg, schema, rules))
-
-
-def split_errors(cfg: Mapping, world_size: int, flag: str = "--nproc") -> list[str]:
-    """One message per global size (``policy.learn.batch_size``, ``policy.collect.n_sample``, ...) that
-    ``world_size`` data-parallel processes (or learners: ``flag="--learners"``) cannot share evenly, naming
-    the nearest values that can.
-
-    :func:`~ding_dist.comm.to_ddp_config` raises these (as one ``ConfigError``) rather than round a size.
-
-    Example:
-        >>> split_errors({"policy": {"learn": {"batch_size": 256}, "collect": {"n_sample": 64}}}, 4)
-        []
-        >>> split_errors({"policy": {"learn": {"batch_size": 256}}}, 3)
-        ['policy.learn.batch_size=256 cannot be split over 3 processes: use 255 or 258 (or another --nproc)']
-    """
-    from ding_dist.comm.helpers import DDP_SPLIT_KEYS  # torch: only when a multi-process run is checked
-
-    errors = []
-    policy = cfg.get("policy") or {}
-    for dotted in DDP_SPLIT_KEYS:
-        node: Any = policy
-        for key in dotted.split("."):
-            node = node.get(key) if isinstance(node, Mapping) else None
-        if _is_int(node) and node % world_size:
-            low, high = node - node % world_size, node - node % world_size + world_size
-            near = f"{low} or {high}" if low > 0 else str(high)
-            errors.append(
-                f"policy.{dotted}={node} cannot be split over {world_size} processes: use {near} (or another {flag})"
-            )
-    return errors

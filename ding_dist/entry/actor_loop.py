@@ -23,11 +23,11 @@ import torch
 from easydict import EasyDict
 
 from ding_dist.comm import DeadRankError, resolve_timeout
-from ding_dist.entry.experiment import build_policy, env_manager, seed_all
+from ding_dist.entry.experiment import build_policy, env_manager
 from ding_dist.entry.failures import EXIT_SIGTERM
-from ding_dist.entry.roles import RoleGroups, Roles, chunk_steps
+from ding_dist.entry.roles import RoleGroups, Roles, actor_envs, chunk_steps
 from ding_dist.entry.run_setup import RunSetup
-from ding_dist.envs import env_seeds, make_vec_env
+from ding_dist.envs import make_vec_env
 from ding_dist.policy.base import acting_only, policy_sync_group
 from ding_dist.worker import Collector
 from ding_dist.worker.experience import (
@@ -67,12 +67,15 @@ class ActorRun(RunSetup):
     def rng_slot(self) -> tuple[int, int] | None:
         return None  # actors need nothing from a checkpoint but the step count (their weights come from learners)
 
-    def build(self, state: dict | None, env_seed: int) -> None:
+    def build(self, state: dict | None) -> None:
         cfg = self.cfg
         self.roles = Roles.from_config(cfg.actor_learner, self.world)
         self.groups = RoleGroups.create(self.roles)  # every rank, same order
         self.learner_rank = self.roles.learner_of(self.rank)
-        venv = make_vec_env(cfg.env, cfg.env.collector_env_num, env_manager(cfg), training=True)
+        # Each learner takes one chunk per round: an actor steps its learner's share of the training envs for
+        # as many steps as one process would, so every env's rollout keeps its length with any number of learners.
+        num_envs = actor_envs(cfg.env.collector_env_num, self.roles.learners)
+        venv = make_vec_env(cfg.env, num_envs, env_manager(cfg), training=True)
         try:
             # Actors never learn: no optimizer, no sync engine; their statistics stay within the actor group.
             with policy_sync_group(self.groups.actors), acting_only():
@@ -81,11 +84,9 @@ class ActorRun(RunSetup):
         except BaseException:
             venv.close()
             raise
-        # Actor i explores and seeds its envs as data-parallel rank i would (1 actor: as one process).
-        index = self.roles.actor_index(self.rank)
-        seed_all(cfg.seed + 1000 * index)
-        self.collector = Collector(venv, self.policy, env_seeds(env_seed, index, "collector", venv.num_envs))
-        self.steps = chunk_steps(cfg.policy.collect.n_sample, self.roles.learners, venv.num_envs)
+        self.seeds.seed_process(self.rank)  # every actor explores with streams of its own
+        self.collector = Collector(venv, self.policy, self.seeds.env_seeds("collector", self.rank, venv.num_envs))
+        self.steps = chunk_steps(cfg.policy.collect.n_sample, cfg.env.collector_env_num)
         self.layout = chunk_layout(self.policy, venv.single_observation_space, venv.num_envs, self.steps)
 
     # --- the loop ------------------------------------------------------------------------------------
@@ -151,6 +152,7 @@ class ActorRun(RunSetup):
             "rank": self.rank,
             "env_steps": env_steps,
             "chunks": len(versions),
+            "chunk_shape": [self.steps, num_envs],  # [vector steps, envs]: the rollout horizon, the learner's envs
             "versions": versions,
             "versions_received": weights.received,
             "env_steps_per_s": env_steps / max(wall, 1e-9),

@@ -30,12 +30,13 @@ import numpy as np
 import torch
 from easydict import EasyDict
 
-from ding_dist.comm import allreduce, comm_device, debug_enabled, to_ddp_config
-from ding_dist.entry.experiment import build_policy, env_manager, seed_all
+from ding_dist.comm import allreduce, comm_device, debug_enabled
+from ding_dist.config.split import split_config
+from ding_dist.entry.experiment import build_policy, env_manager
 from ding_dist.entry.failures import EXIT_SIGTERM, diagnose
 from ding_dist.entry.run_setup import RunSetup, make_replay_buffer
-from ding_dist.envs import env_seeds, make_vec_env
-from ding_dist.utils import progress_bar
+from ding_dist.envs import make_vec_env
+from ding_dist.utils import progress_bar, shown_path
 from ding_dist.worker import Collector, Evaluator, Learner
 from ding_dist.worker.collector import RolloutPreemption
 
@@ -52,27 +53,33 @@ class DataParallelRun(RunSetup):
     """A data-parallel run: setup from :class:`RunSetup`, the loop in :meth:`run`."""
 
     def split_sizes(self, global_cfg: EasyDict) -> EasyDict:
-        return to_ddp_config(global_cfg)  # per-rank batch_size and n_sample
+        return split_config(global_cfg, self.world)  # per-rank batch_size, n_sample and collector envs
 
-    def build(self, state: dict | None, env_seed: int) -> None:
-        cfg = self.cfg
+    def build(self, state: dict | None) -> None:
+        cfg, seeds = self.cfg, self.seeds
         manager = env_manager(cfg)
+        # Every env first: an async env manager forks its workers, which must not inherit a CUDA context.
         venv = make_vec_env(cfg.env, cfg.env.collector_env_num, manager, training=True)
+        try:
+            eval_venv = make_vec_env(cfg.env, cfg.env.evaluator_env_num, manager) if self.rank == 0 else None
+        except BaseException:
+            venv.close()
+            raise
+        self.evaluator = Evaluator(eval_venv, None, cfg.env.n_evaluator_episode)  # closes eval_venv on failure
         try:
             self.policy = build_policy(cfg, venv.single_observation_space, venv.single_action_space)
         except BaseException:
             venv.close()
             raise
-        seed_all(cfg.seed + 1000 * self.rank)  # exploration differs across ranks
-        self.collector = Collector(venv, self.policy, env_seeds(env_seed, self.rank, "collector", venv.num_envs))
-        eval_venv = make_vec_env(cfg.env, cfg.env.evaluator_env_num, manager) if self.rank == 0 else None
-        eval_seeds = env_seeds(env_seed, self.rank, "evaluator", cfg.env.evaluator_env_num)
+        seeds.seed_process(self.rank)  # exploration differs across ranks, seeds and segments
+        self.collector = Collector(venv, self.policy, seeds.env_seeds("collector", self.rank, venv.num_envs))
+        eval_seeds = seeds.env_seeds("evaluator", self.rank, cfg.env.evaluator_env_num)
         self.evaluator = Evaluator(eval_venv, self.policy, cfg.env.n_evaluator_episode, eval_seeds, cfg.env.stop_value)
         self.learner = Learner(self.policy)
         if not self.on_policy:
             capacity = math.ceil(cfg.policy.other.replay_buffer.replay_buffer_size / self.world)  # global size
             space = venv.single_observation_space, venv.single_action_space
-            self.buffer = make_replay_buffer(cfg, *space, venv.num_envs, capacity, cfg.seed + 1000 * self.rank)
+            self.buffer = make_replay_buffer(cfg, *space, venv.num_envs, capacity, seeds.integer("replay", self.rank))
         self.preemption: RolloutPreemption | None = None
         pc = cfg.policy.collect
         if self.on_policy and pc.get("preempt", False) and self.world > 1:
@@ -99,13 +106,14 @@ class DataParallelRun(RunSetup):
     def run(self) -> dict[str, Any]:
         cfg, c = self.cfg, self.counters
         p = cfg.policy
-        wall_start, steps_at_start = time.perf_counter(), c.env_steps
+        self.wall_start = wall_start = time.perf_counter()
+        steps_at_start = c.env_steps
         n_vec = max(1, math.ceil(p.collect.n_sample / self.collector.num_envs))
         local_per_iter = n_vec * self.collector.num_envs
         global_per_iter = local_per_iter * self.world
         eval_freq, log_freq, ckpt_freq = p.eval.eval_freq, p.other.log_freq, p.other.checkpoint.freq
         learning_starts = p.learn.get("learning_starts", 0)
-        n_sample_global = p.collect.n_sample * self.world  # to_ddp_config divided the global n_sample by N
+        n_sample_global = p.collect.n_sample * self.world  # split_config divided the global n_sample by N
         logger.info(
             "%s: %d rank(s) x %d envs, %d global env steps per iteration, policy on %s, exp dir %s",
             cfg.exp_name,
@@ -113,7 +121,7 @@ class DataParallelRun(RunSetup):
             self.collector.num_envs,
             global_per_iter,
             self.policy.device,
-            self.exp_dir,
+            shown_path(self.exp_dir),
         )
         if self.preemption is not None:
             logger.info(
@@ -194,7 +202,8 @@ class DataParallelRun(RunSetup):
             raise clearer from exc
         except BaseException as exc:  # SIGTERM (SystemExit) or Ctrl-C: log where it stopped
             why = "SIGTERM" if isinstance(exc, SystemExit) and exc.code == EXIT_SIGTERM else type(exc).__name__
-            logger.warning("stopping at env step %d (%s); newest checkpoint: %s", c.env_steps, why, self.ckpt.latest())
+            newest = shown_path(self.ckpt.latest())
+            logger.warning("stopping at env step %d (%s); newest checkpoint: %s", c.env_steps, why, newest)
             raise
         finally:
             bar.close()

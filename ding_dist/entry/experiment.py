@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import gymnasium as gym
-import numpy as np
 import torch
 from easydict import EasyDict
 
@@ -161,13 +159,6 @@ def default_threads(obs_space: gym.Space | None = None) -> None:
         torch.set_num_threads(threads)
 
 
-def seed_all(seed: int) -> None:
-    """Seed Python's, numpy's and torch's global generators."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
 def build_policy(
     cfg: EasyDict, obs_space: gym.Space, action_space: gym.Space, device: str | torch.device | None = None
 ) -> Policy:
@@ -181,4 +172,6 @@ def build_policy(
     # Same seed on every rank: identical initial parameters (the sync engine also broadcasts rank 0's).
     torch.manual_seed(cfg.seed)
     device = resolve_device(cfg.policy.get("device", "auto") if device is None else device)
+    if device.type == "cuda":  # the rank's GPU becomes its current one (ranks on the CPU never touch CUDA)
+        torch.cuda.set_device(device)
     return policy_cls(cfg.policy, obs_space, action_space, device)

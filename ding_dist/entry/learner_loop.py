@@ -33,15 +33,16 @@ from typing import Any
 import torch
 from easydict import EasyDict
 
-from ding_dist.comm import DeadRankError, allreduce, comm_device, debug_enabled, to_ddp_config
+from ding_dist.comm import DeadRankError, allreduce, comm_device, debug_enabled
+from ding_dist.config.split import split_config
 from ding_dist.entry.data_parallel import DEBUG_CHECK_EVERY
-from ding_dist.entry.experiment import build_policy, env_manager, seed_all
+from ding_dist.entry.experiment import build_policy, env_manager
 from ding_dist.entry.failures import EXIT_SIGTERM, diagnose
 from ding_dist.entry.roles import RoleGroups, Roles, chunk_steps
 from ding_dist.entry.run_setup import RunSetup, make_replay_buffer
-from ding_dist.envs import env_seeds, make_vec_env
+from ding_dist.envs import make_vec_env
 from ding_dist.policy.base import policy_sync_group
-from ding_dist.utils import progress_bar
+from ding_dist.utils import progress_bar, shown_path
 from ding_dist.worker import Evaluator, Learner, reduce_log
 from ding_dist.worker.experience import ActorLost, Chunk, ExperienceReceiver, ReplayShards, chunk_layout
 from ding_dist.worker.weight_sync import WeightPublisher
@@ -82,7 +83,7 @@ class LearnerRun(RunSetup):
 
     def split_sizes(self, global_cfg: EasyDict) -> EasyDict:
         roles = Roles.from_config(global_cfg.actor_learner, self.world)
-        return to_ddp_config(global_cfg, world_size=roles.learners)  # per-learner batch_size and n_sample
+        return split_config(global_cfg, roles.learners, "--learners")  # per-learner batch, n_sample, actor envs
 
     def rng_slot(self) -> tuple[int, int] | None:
         return self.rank, self.roles.learners
@@ -90,7 +91,7 @@ class LearnerRun(RunSetup):
     def checkpoint_extra(self) -> dict[str, Any]:
         return {"world_size": self.world, "roles": {"learners": self.roles.learners, "actors": self.roles.actors}}
 
-    def build(self, state: dict | None, env_seed: int) -> None:
+    def build(self, state: dict | None) -> None:
         cfg = self.cfg
         self.roles = Roles.from_config(cfg.actor_learner, self.world)
         self.groups = RoleGroups.create(self.roles)  # every rank, same order
@@ -106,18 +107,19 @@ class LearnerRun(RunSetup):
             probe.close()
         with policy_sync_group(self.learn_group):  # gradients and statistics within the learners
             self.policy = build_policy(cfg, obs_space, act_space)
-        seed_all(cfg.seed + 1000 * self.rank)
-        eval_seeds = env_seeds(env_seed, self.rank, "evaluator", cfg.env.evaluator_env_num)
+        self.seeds.seed_process(self.rank)
+        eval_seeds = self.seeds.env_seeds("evaluator", self.rank, cfg.env.evaluator_env_num)
         self.evaluator = Evaluator(eval_venv, self.policy, cfg.env.n_evaluator_episode, eval_seeds, cfg.env.stop_value)
         self.learner = Learner(self.policy)
-        num_envs = cfg.env.collector_env_num  # each actor's
-        self.steps = chunk_steps(cfg.policy.collect.n_sample * self.roles.learners, self.roles.learners, num_envs)
+        num_envs = cfg.env.collector_env_num  # each actor's: this learner's share (split_config)
+        self.steps = chunk_steps(cfg.policy.collect.n_sample, num_envs)
         self.layout = chunk_layout(self.policy, obs_space, num_envs, self.steps)
         self.actors = self.roles.actors_of(self.rank)
         if not self.on_policy:
             size = cfg.policy.other.replay_buffer.replay_buffer_size  # global, split over learners and actors
             capacity = math.ceil(size / self.roles.learners / len(self.actors))
-            shards = {a: make_replay_buffer(cfg, obs_space, act_space, num_envs, capacity, cfg.seed + 1000 * a)
+            space = obs_space, act_space
+            shards = {a: make_replay_buffer(cfg, *space, num_envs, capacity, self.seeds.integer("replay", a))
                       for a in self.actors}  # fmt: skip
             self.buffer = ReplayShards(shards)
 
@@ -149,7 +151,8 @@ class LearnerRun(RunSetup):
     def run(self) -> dict[str, Any]:
         cfg, c, al = self.cfg, self.counters, self.cfg.actor_learner
         p = cfg.policy
-        wall_start, steps_at_start = time.perf_counter(), c.env_steps
+        self.wall_start = wall_start = time.perf_counter()
+        steps_at_start = c.env_steps
         per_round = self.steps * cfg.env.collector_env_num * self.roles.learners  # global env steps per round
         n_sample_global = p.collect.n_sample * self.roles.learners
         eval_freq, log_freq, ckpt_freq = p.eval.eval_freq, p.other.log_freq, p.other.checkpoint.freq
@@ -162,7 +165,7 @@ class LearnerRun(RunSetup):
             self.policy.device,
             al.max_lag,
             al.lag_mode,
-            self.exp_dir,
+            shown_path(self.exp_dir),
         )
         groups = {a: self.groups.experience[a] for a in self.actors}
         receiver = ExperienceReceiver(self.layout, groups, al.queue, drop_when_full=al.lag_mode == "drop")
@@ -251,7 +254,8 @@ class LearnerRun(RunSetup):
             raise clearer from exc
         except BaseException as exc:  # SIGTERM (SystemExit) or Ctrl-C: log where it stopped
             why = "SIGTERM" if isinstance(exc, SystemExit) and exc.code == EXIT_SIGTERM else type(exc).__name__
-            logger.warning("stopping at env step %d (%s); newest checkpoint: %s", c.env_steps, why, self.ckpt.latest())
+            newest = shown_path(self.ckpt.latest())
+            logger.warning("stopping at env step %d (%s); newest checkpoint: %s", c.env_steps, why, newest)
             raise
         finally:
             bar.close()

@@ -47,7 +47,14 @@ from easydict import EasyDict
 from ding_dist.comm import new_group
 from ding_dist.config import ConfigError
 
-__all__ = ["RoleGroups", "Roles", "actor_learner_default_config", "check_actor_learner_config", "chunk_steps"]
+__all__ = [
+    "RoleGroups",
+    "Roles",
+    "actor_envs",
+    "actor_learner_default_config",
+    "check_actor_learner_config",
+    "chunk_steps",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -166,12 +173,28 @@ class RoleGroups:
         return cls(learners, actors, weights, experience)
 
 
-def chunk_steps(n_sample: int, learners: int, num_envs: int) -> int:
-    """Vector steps per chunk: each learner consumes one chunk per round, and a round is the global
-    ``collect.n_sample`` (rounded up to whole vector steps of ``num_envs`` envs), as one data-parallel iteration.
+def actor_envs(collector_env_num: int, learners: int) -> int:
+    """Envs of each actor: its learner's share of the global ``env.collector_env_num`` (each learner takes one
+    chunk per round, so one round holds one step of every env of the run, as one data-parallel iteration).
 
     Example::
 
-        chunk_steps(256, learners=1, num_envs=8)  # 32 vector steps = 256 env steps per chunk
+        actor_envs(8, learners=2)  # 4
     """
-    return max(1, -(-int(n_sample) // (int(learners) * int(num_envs))))
+    if collector_env_num % learners:
+        raise ConfigError(
+            f"env.collector_env_num={collector_env_num} cannot be split over {learners} processes (or another "
+            "--learners)"
+        )
+    return collector_env_num // learners
+
+
+def chunk_steps(n_sample: int, num_envs: int) -> int:
+    """Vector steps per chunk: the rollout horizon ``collect.n_sample / env.collector_env_num`` (rounded up to whole
+    vector steps), the same for any number of learners (pass both global, or both one learner's share).
+
+    Example::
+
+        chunk_steps(256, num_envs=8)  # 32 vector steps: 256 env steps per round with one learner
+    """
+    return max(1, -(-int(n_sample) // int(num_envs)))

@@ -11,7 +11,7 @@ and what it builds (:meth:`build`).
 Example::
 
     class MyRun(RunSetup):
-        def build(self, state):  # envs, policy and workers of this rank
+        def build(self, state):  # envs, policy and workers of this rank (seeded from self.seeds)
             ...
 
         def run(self):
@@ -49,6 +49,7 @@ from ding_dist.entry.experiment import (
 from ding_dist.entry.failures import DEFAULT_HEALTH_TIMEOUT_S
 from ding_dist.entry.logs import LogMixin
 from ding_dist.entry.resume import ResumeMixin, save_run_config
+from ding_dist.envs.seeding import RunSeeds
 from ding_dist.policy import Policy, get_policy_cls
 from ding_dist.sync import DistributedModel
 from ding_dist.utils import CheckpointManager, MetricWriter, atomic_write_json
@@ -121,7 +122,7 @@ class RunSetup(ResumeMixin, CheckpointMixin, LogMixin, EvaluationMixin):
             raise ValueError(f"health_timeout must be a positive number of seconds, got {health_timeout!r}")
         self.health_timeout = float(health_timeout)
         self.on_policy = on_policy
-        self.cfg = cfg = self.split_sizes(global_cfg)  # per-rank batch_size and n_sample
+        self.cfg = cfg = self.split_sizes(global_cfg)  # per-rank batch_size, n_sample and collector envs
         self.max_env_steps = max_env_steps
         if max_env_steps is None and cfg.env.stop_value is None:
             logger.warning("neither max_env_steps nor env.stop_value is set: training runs until interrupted")
@@ -143,11 +144,12 @@ class RunSetup(ResumeMixin, CheckpointMixin, LogMixin, EvaluationMixin):
 
     # --- what a mode says -------------------------------------------------------------------------
     def split_sizes(self, global_cfg: EasyDict) -> EasyDict:
-        """The config with this rank's share of the global sizes (``batch_size``, ``n_sample``)."""
+        """The config with this rank's share of the global sizes (``batch_size``, ``n_sample``, training envs)."""
         raise NotImplementedError
 
-    def build(self, state: dict | None, env_seed: int) -> None:
-        """Build this rank's envs, policy and workers (``state``: the checkpoint resumed from, or None)."""
+    def build(self, state: dict | None) -> None:
+        """Build this rank's envs, policy and workers (``state``: the checkpoint resumed from, or None), seeded
+        from :attr:`seeds`."""
         raise NotImplementedError
 
     # --- setup --------------------------------------------------------------------------------------
@@ -173,9 +175,10 @@ class RunSetup(ResumeMixin, CheckpointMixin, LogMixin, EvaluationMixin):
         self.counters = Counters()
         self.restarts = restart_count()
         state = self._load_resume_state(resume)
-        env_seed = cfg.seed + (self.counters.env_steps if state else 0)  # fresh episodes after a resume
+        # Streams of their own for this segment: a resume or restart never replays earlier episodes or noise.
+        self.seeds = RunSeeds(cfg.seed, restart=self.restarts, start_step=self.counters.env_steps if state else 0)
         try:
-            self.build(state, env_seed)
+            self.build(state)
             default_threads(self.policy.obs_space)  # more than one only for image observations
             if state is not None:
                 self._restore(state)
@@ -221,10 +224,19 @@ class RunSetup(ResumeMixin, CheckpointMixin, LogMixin, EvaluationMixin):
                 tensors[name] = obj
         check_consistency(tensors, group=self.learn_group)
 
+    #: ``time.perf_counter()`` when this segment's training loop started (set by the loop).
+    wall_start: float | None = None
+
+    def segment_wall_time(self) -> float:
+        """Seconds of this segment's training loop so far (0 before it starts)."""
+        return 0.0 if self.wall_start is None else time.perf_counter() - self.wall_start
+
     def write_result(self, stopped_by: str, wall_start: float, **extra: Any) -> dict[str, Any]:
         """The run's result, shared by every loop (``extra`` adds a mode's keys); rank 0 writes result.json
-        atomically."""
+        atomically. ``wall_time_s`` is the training loops' total over the run's segments (a resumed run adds
+        its earlier segments, up to the checkpoint it continued from); ``segment_wall_time_s`` this one's."""
         c = self.counters
+        segment = time.perf_counter() - wall_start
         result = {
             "env_steps": c.env_steps,
             "train_iters": self.policy.train_iter,
@@ -233,7 +245,8 @@ class RunSetup(ResumeMixin, CheckpointMixin, LogMixin, EvaluationMixin):
             "last_eval_return": c.last_eval,
             "eval_history": c.eval_history,
             "world_size": self.world,
-            "wall_time_s": time.perf_counter() - wall_start,
+            "wall_time_s": c.wall_time_s + segment,
+            "segment_wall_time_s": segment,
             "stopped_by": stopped_by,
             "exp_dir": str(self.exp_dir),
             **extra,

@@ -15,7 +15,9 @@ import functools
 import importlib
 import logging
 import numbers
+import re
 import time
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +27,7 @@ from easydict import EasyDict
 from gymnasium.vector import AutoresetMode
 
 from ding_dist.envs.atari import is_atari_id, register_ale, wrap_atari
+from ding_dist.envs.seeding import env_seeds
 
 __all__ = [
     "env_default_config",
@@ -40,7 +43,6 @@ logger = logging.getLogger(__name__)
 
 #: ``create_config.env_manager.type`` values and the gymnasium vectorization they select.
 ENV_MANAGERS = {"sync": "sync", "async": "async", "base": "sync", "subprocess": "async", "envpool": "envpool"}
-_ROLES = {"collector": 0, "evaluator": 1}
 
 
 def _is_int(value: Any) -> bool:
@@ -53,7 +55,8 @@ def env_default_config() -> EasyDict:
     Keys: ``id`` (gymnasium id, ``"module:Id"`` imports ``module`` first), ``entry_point``
     (optional ``"module:callable"`` returning an env, gymnasium or old-gym style; overrides ``id``
     for construction), ``env_kwargs`` (passed to the constructor), ``max_episode_steps`` (None: the
-    env's own limit), ``collector_env_num`` / ``evaluator_env_num`` (envs per rank),
+    env's own limit), ``collector_env_num`` (training envs of the whole run, split over the ranks that collect, so
+    every env's rollout keeps its length on any number of processes) / ``evaluator_env_num`` (rank 0's),
     ``n_evaluator_episode`` (episodes per evaluation), ``stop_value`` (stop when the evaluation mean
     return reaches it; None: never), ``atari`` (None: the Atari preprocessing of
     :mod:`ding_dist.envs.atari` for ale-py ids; False: off; a dict: its options, see
@@ -77,24 +80,6 @@ def env_default_config() -> EasyDict:
         atari=None,
         step_cost_ms=0.0,
     )
-
-
-def env_seeds(seed: int, rank: int, role: str, num: int) -> list[int]:
-    """Distinct seeds for ``num`` envs of one role (``"collector"``/``"evaluator"``) on one rank.
-
-    Seed of env ``i``: ``seed + 1000 * rank + i`` for collectors and ``seed + 1000 * rank + 500 + i``
-    for evaluators, so all ranks and roles differ (for fewer than 500 envs per role and rank).
-
-    Example::
-
-        env_seeds(0, rank=1, role="collector", num=2)  # [1000, 1001]
-    """
-    if role not in _ROLES:
-        raise ValueError(f"role must be one of {sorted(_ROLES)}, got {role!r}")
-    if not _is_int(num) or not 0 < num <= 500:
-        raise ValueError(f"number of envs per role and rank must be an int in [1, 500], got {num!r}")
-    base = int(seed) + 1000 * int(rank) + 500 * _ROLES[role]
-    return [base + i for i in range(num)]
 
 
 def _import(module_name: str, what: str) -> Any:
@@ -194,10 +179,30 @@ def _looks_like_ale(env_id: str) -> bool:
     return name.startswith("ALE/") or "NoFrameskip" in name
 
 
+_OUTDATED = r".*The environment (\S+) is out of date"
+_told_outdated: set[str] = set()
+
+
 def _construct(factory: Any, kwargs: dict[str, Any], what: str) -> Any:
-    """``factory(**kwargs)``; a constructor rejecting the keyword arguments is one TypeError line naming them."""
+    """``factory(**kwargs)``; a constructor rejecting the keyword arguments is one TypeError line naming them.
+
+    gymnasium's "environment ... is out of date" DeprecationWarning (coloured, once per process and place) becomes
+    one plain INFO line per id and process; the DI-engine translation report already names the version it maps to.
+    """
     try:
-        return factory(**kwargs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.filterwarnings("always", message=_OUTDATED, category=DeprecationWarning)
+            env = factory(**kwargs)
+        for w in caught:
+            found = re.match(_OUTDATED, str(w.message))
+            if found is None:  # someone else's warning: show it as it would have been
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+            elif found.group(1) not in _told_outdated:
+                _told_outdated.add(found.group(1))
+                version = re.search(r"version `(\S+)`", str(w.message))
+                newer = f" ({version.group(1)})" if version else ""
+                logger.info("%s: gymnasium has a newer version%s of this env", what, newer)
+        return env
     except TypeError as e:
         if kwargs and "argument" in str(e):  # unexpected/missing keyword: the caller's env_kwargs are wrong
             raise TypeError(f"{what} rejected env_kwargs {kwargs!r:.120}: {e}") from e

@@ -10,10 +10,16 @@ lag with truncated importance weights, V-trace (Espeholt et al., 2018). For a ro
               + value_weight * 0.5 * mean((v_t - V(x_t))^2) - entropy_weight * mean(entropy)
 
 ``gamma_t`` is 0 after a termination; a truncated step adds ``gamma * V(final obs)`` to its reward and cuts
-the recursion, as PPO does. The network is PPO's :class:`~ding_dist.policy.ppo.ActorCritic` (acting,
-extras ``logp`` and ``value``, evaluation are PPO's); ``learn`` runs ``epoch_per_collect`` passes over the
-rollout in minibatches of whole env columns (so every minibatch keeps its time order), V-trace recomputed
-with the current network in each. Every update goes through the sync engine (the learner group).
+the recursion, as PPO does. The network is PPO's (:class:`~ding_dist.policy.ppo.ActorCritic`, or
+:class:`~ding_dist.policy.ppo.ImageActorCritic` on uint8 images; acting, extras ``logp`` and ``value``,
+evaluation are PPO's). ``learn`` runs ``epoch_per_collect`` passes over the rollout in minibatches of whole
+env columns (so every minibatch keeps its time order). In each minibatch ``V(x_t)`` and ``pi`` (hence ``rho``,
+``c``, the targets and the advantages) come from the current network; the bootstrap ``V(x_T)`` and the
+truncation values ``V(final obs)`` are computed once per ``learn`` call, with the network before its first
+update. With ``learn.adv_norm`` the advantages are normalized with the statistics of the global minibatch
+(every learner's columns of it, as one process would compute them): one small allreduce per minibatch, since
+the advantages depend on the network the previous minibatch updated. Every update goes through the sync
+engine (the learner group).
 
 Example::
 
@@ -83,7 +89,8 @@ class IMPALAPolicy(PPOPolicy):
     ``learn.epoch_per_collect`` (passes over each rollout), ``learn.batch_size`` (global minibatch,
     rounded down to whole env columns), ``learn.learning_rate``, ``learn.rho_bar`` and ``learn.c_bar``
     (importance-weight truncation), ``learn.vtrace_lambda``, ``learn.value_weight``, ``learn.entropy_weight``,
-    ``learn.adv_norm``, ``learn.grad_clip_norm``.
+    ``learn.adv_norm`` (normalize with the global minibatch's statistics), ``learn.grad_clip_norm``. Vector or
+    uint8 image observations (PPO's networks; images need a Discrete action space).
 
     Example::
 
@@ -112,21 +119,29 @@ class IMPALAPolicy(PPOPolicy):
         cfg.collect.update(n_sample=256, discount_factor=0.99)
         return cfg
 
+    def _forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The trained network on ``[T, columns, ...]`` observations: ``[T, columns]`` folded into the batch
+        (the image network takes ``[B, C, H, W]``), outputs unfolded to ``[T, columns, ...]``."""
+        head, value = self.train_model(obs.flatten(0, 1))
+        return head.unflatten(0, obs.shape[:2]), value.unflatten(0, obs.shape[:2])
+
     def learn(self, rollout: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """``epoch_per_collect`` passes of V-trace actor-critic updates over one rollout (``[T, N, ...]``)."""
         lc, gamma = self.cfg.learn, self.cfg.collect.discount_factor
-        obs = self.as_tensor(rollout["obs"])
+        obs = self._obs(rollout["obs"])  # [T, N, ...]; uint8 images stay uint8
         action = self.as_tensor(rollout["action"], torch.long if self.discrete else torch.float32)
         behavior_logp = self.as_tensor(rollout["logp"])
         reward = self.as_tensor(rollout["reward"])
         terminated = self.as_tensor(rollout["terminated"], torch.bool)
-        truncated = self.as_tensor(rollout["truncated"], torch.bool)
+        truncated_np = np.asarray(rollout["truncated"], dtype=bool)
+        truncated = self.as_tensor(truncated_np, torch.bool)
         steps, n_envs = reward.shape
+        # Once per call, with the network before this call's first update (V(x_t) and pi are recomputed below).
         with torch.no_grad():  # a truncated episode did not end in the MDP: bootstrap from its final observation
-            if truncated.any():
+            if truncated_np.any():
                 reward = reward.clone()
-                reward[truncated] += gamma * self.model(self.as_tensor(rollout["next_obs"])[truncated])[1]
-            bootstrap = self.model(self.as_tensor(rollout["last_obs"]))[1]
+                reward[truncated] += gamma * self.model(self._obs(rollout["next_obs"][truncated_np]))[1]
+            bootstrap = self.model(self._obs(rollout["last_obs"]))[1]
         discount = gamma * (~(terminated | truncated)).float()
 
         columns = max(1, min(n_envs, int(lc.batch_size) // steps))  # whole env columns per minibatch
@@ -136,7 +151,7 @@ class IMPALAPolicy(PPOPolicy):
             order = torch.randperm(n_envs, device=self.device)
             for mb in range(n_minibatch):
                 cols = order[mb * columns : (mb + 1) * columns]
-                head, value = self.train_model(obs[:, cols])
+                head, value = self._forward(obs[:, cols])
                 dist = self.model.distribution(head)
                 logp = self._log_prob(dist, action[:, cols])
                 entropy = dist.entropy() if self.discrete else dist.entropy().sum(-1)
@@ -144,8 +159,9 @@ class IMPALAPolicy(PPOPolicy):
                 log_rho = logp.detach() - behavior_logp[:, cols]
                 vs, adv = vtrace(log_rho, reward[:, cols], discount[:, cols], value.detach(), bootstrap[cols],
                                  lc.rho_bar, lc.c_bar, lc.vtrace_lambda)  # fmt: skip
-                if lc.adv_norm:
-                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                if lc.adv_norm:  # statistics of the global minibatch (every learner's columns), as on one process
+                    adv_mean, adv_std = self.global_minibatch_stats(adv.reshape(-1))
+                    adv = (adv - adv_mean) / (adv_std + 1e-8)
                 policy_loss = -(adv * logp).mean()
                 value_loss = 0.5 * ((vs - value) ** 2).mean()
                 loss = policy_loss + lc.value_weight * value_loss - lc.entropy_weight * entropy.mean()

@@ -36,6 +36,7 @@ from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.base import Policy, mlp, obs_dim, soft_update
+from ding_dist.policy.encoders import is_image_space
 
 __all__ = ["SACPolicy", "SquashedGaussianActor", "TwinQCritic", "LogAlpha", "squashed_sample"]
 
@@ -219,6 +220,10 @@ class SACPolicy(Policy):
         super().__init__(cfg, obs_space, action_space, device)
         if not isinstance(action_space, gym.spaces.Box):
             raise ValueError(f"SAC needs a Box action space, got {action_space}")
+        if is_image_space(obs_space):  # its MLPs would take raw pixels
+            raise ValueError(
+                f"SAC here takes vector observations, got images {obs_space}; use PPO, IMPALA or DQN for pixels"
+            )
         low, high = action_space.low.astype(np.float64), action_space.high.astype(np.float64)
         if not (np.isfinite(low).all() and np.isfinite(high).all() and (high > low).all()):
             raise ValueError(f"SAC needs finite action bounds with high > low, got low={low} high={high}")

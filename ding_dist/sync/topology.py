@@ -13,10 +13,14 @@ weights. The registry holds decent-dp's and Bagua's topologies; add one by subcl
 | ``shift_one`` (Bagua) | even | n/2: rank r < n/2 pairs with ((s + r) mod n/2) + n/2 at the s-th |
 | ``ring`` (decent-dp) | even | 2: pairs (2k, 2k+1), then (2k, 2k-1 mod n) |
 | ``one-peer-exp`` | powers of 2 | log2 n: iteration i pairs j with j + 2^i mod n, greedily |
-| ``alternating-exp-ring`` | L ranks per node, 2^k nodes | 2 log2(nodes) (1 on one node) |
+| ``alternating-exp-ring`` (decent-dp) | L ranks per node, 2^k nodes | 2 log2(nodes) (1 on one node) |
 
-``alternating-exp-ring`` alternates a mix among all ranks of a node (weight 1/L) with a one-peer-exp
-step among nodes, between ranks of the same local index (weight 0.5).
+``alternating-exp-ring``: round i < log2(nodes) pairs node j with node j + 2^i mod nodes, greedily;
+the k-th pair (counted over all rounds from 0) averages all 2L ranks of both nodes in the round's
+second iteration when k is even, in its first when k is odd, and in the other iteration each of its two
+nodes averages its own L ranks (L = 1: the rank alone). 2 nodes of 2: {0,1} {2,3}, then {0,1,2,3};
+4 nodes of 1: {2,3}, then {0,1}, then {1,3}, then {0,2} (the other ranks alone). One node: the node's
+average, every iteration.
 
 Example::
 
@@ -240,7 +244,19 @@ class OnePeerExpTopology(Topology):
 
 @register_topology("alternating-exp-ring")
 class AlternatingExpRingTopology(Topology):
-    """Alternates a mix among a node's ranks with a one-peer-exp step among nodes (same local index)."""
+    """decent-dp's ``alternating-exp-ring``: node pairs of one-peer-exp, each pair's whole-pair mix alternated
+    with a mix within each of its nodes.
+
+    Each round ``i < log2(nodes)`` has two iterations; node pairs ``(j, j + 2^i mod nodes)`` are taken
+    greedily, and the ``k``-th pair (counted over all rounds from 0) mixes all ``2L`` ranks of both nodes
+    (weight ``1/(2L)``) in the round's second iteration when ``k`` is even, in its first when ``k`` is odd;
+    in the other iteration each of the two nodes averages its own ``L`` ranks (one rank: alone). One node:
+    one iteration, the average of the node's ranks (decent-dp refuses one node).
+
+    Example:
+        >>> [sorted(e.ranks for e in it) for it in get_topology("alternating-exp-ring", 4, 2).iterations]
+        [[(0, 1), (2, 3)], [(0, 1, 2, 3)]]
+    """
 
     def _edges(self) -> list[list[Edge]]:
         n, local = self.world_size, self.local_size
@@ -248,15 +264,22 @@ class AlternatingExpRingTopology(Topology):
             raise ValueError(f"topology {self.name!r}: local size {local} must divide the world size {n}")
         nodes = n // local
         _need_power_of_two(self.name, nodes, "number of nodes")
-        intra = [Edge(tuple(range(a * local, (a + 1) * local)), 1.0 / local) for a in range(nodes)]
+
+        def node(a: int) -> tuple[int, ...]:
+            return tuple(range(a * local, (a + 1) * local))
+
         if nodes == 1:
-            return [intra]
-        cycle = []
+            return [[Edge(node(0), 1.0 / local)]]
+        cycle, k = [], 0
         for i in range(int(math.log2(nodes))):
-            inter = [
-                Edge((a * local + li, b * local + li), 0.5)
-                for a, b in _greedy_exp_pairs(nodes, 2**i)
-                for li in range(local)
-            ]
-            cycle += [intra, inter]
+            first: list[Edge] = []
+            second: list[Edge] = []
+            for a, b in _greedy_exp_pairs(nodes, 2**i):
+                pair, apart = first, second
+                if k % 2 == 0:
+                    pair, apart = second, first
+                pair.append(Edge(node(a) + node(b), 1.0 / (2 * local)))
+                apart += [Edge(node(a), 1.0 / local), Edge(node(b), 1.0 / local)]
+                k += 1
+            cycle += [first, second]
         return cycle

@@ -148,3 +148,70 @@ def test_ding_dist_backend_chooses_the_backend_when_none_is_given(monkeypatch):
             dd.allreduce(torch.ones(1, device="meta"))
     finally:
         dd.dist_finalize()
+
+
+# ---- which GPU a rank uses, with CUDA mocked as present (2 GPUs; nothing is allocated on them) ----
+@pytest.fixture
+def two_gpus(monkeypatch):
+    """CUDA mocked as available with 2 devices; returns the list of ``set_device`` calls."""
+    calls: list[int] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: calls.append(torch.device("cuda", d).index))
+    return calls
+
+
+@pytest.mark.parametrize(
+    "backend, auto",
+    [
+        ("cpu:gloo,cuda:nccl", "cuda:1"),  # the actor-learner GPU recipe: learners on their GPU
+        ("nccl", "cuda:1"),
+        ("cuda:gloo", "cuda:1"),
+        ("gloo", "cpu"),
+        ("cpu:gloo", "cpu"),
+    ],
+)
+def test_auto_device_follows_what_the_backend_carries(two_gpus, monkeypatch, backend, auto):
+    import torch.distributed as dist
+
+    from ding_dist.comm.devices import computes_on_cuda
+
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    monkeypatch.setattr(dist, "get_backend", lambda group=None: backend)
+    assert computes_on_cuda(backend) == (auto != "cpu")
+    assert dd.resolve_device("auto") == torch.device(auto)
+    assert two_gpus == []  # resolving a device sets nothing
+
+
+def test_collectives_of_a_cuda_only_group_use_the_ranks_gpu_not_gpu_0(two_gpus, monkeypatch):
+    import torch.distributed as dist
+
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    monkeypatch.setattr(dist, "get_backend_config", lambda group=None: "cuda:gloo")
+    assert dd.comm_device() == torch.device("cuda", 1) == dd.resolve_device("cuda")
+
+
+@pytest.mark.parametrize("backend, sets", [("cuda:gloo", [0]), ("gloo", []), ("cpu:gloo", [])])
+def test_dist_init_sets_the_gpu_only_for_a_world_that_computes_on_cuda(two_gpus, backend, sets):
+    dd.dist_init(backend=backend, rank=0, world_size=1, port=dd.free_port())
+    try:
+        assert two_gpus == sets
+    finally:
+        dd.dist_finalize()
+
+
+def test_a_mixed_backend_leaves_cuda_alone_at_init():
+    from ding_dist.comm.devices import cuda_only
+
+    # cpu:gloo,cuda:nccl cannot start without NCCL here: the rule dist_init applies is checked instead.
+    # Under it CPU actors must never touch CUDA (their async envs fork after dist_init).
+    assert [cuda_only(b) for b in ("cpu:gloo,cuda:nccl", "nccl", "cuda:nccl", "cuda:gloo", "gloo")] == [
+        False,
+        True,
+        True,
+        True,
+        False,
+    ]

@@ -185,6 +185,51 @@ def test_public_names_and_signatures_match_di_engine():
     assert list(inspect.signature(helper.allreduce_data).parameters) == ["x", "op"]
     assert list(inspect.signature(helper.simple_group_split).parameters) == ["world_size", "rank", "num_groups"]
     assert helper.DDPContext is helper.DistContext
+    # DI-engine's synchronize is torch.cuda.synchronize: one optional argument, the device
+    sync = inspect.signature(helper.synchronize).parameters
+    assert list(sync) == ["device"] and sync["device"].default is None
+
+
+def _fake_cuda(monkeypatch, available: bool, initialized: bool = True, count: int = 2) -> list:
+    """Stand-in for torch.cuda's state: what ``torch.cuda.synchronize`` was called with."""
+    calls: list = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: initialized)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
+    return calls
+
+
+def test_synchronize_passes_the_device_to_cuda(monkeypatch):
+    calls = _fake_cuda(monkeypatch, available=True)
+    helper.synchronize()
+    helper.synchronize(None)
+    helper.synchronize(1)
+    helper.synchronize("cuda:0")
+    helper.synchronize(torch.device("cuda", 1))
+    helper.synchronize("cuda")
+    helper.synchronize("cpu")  # nothing to wait for (torch.cuda.synchronize raises here)
+    assert calls == [None, None, torch.device("cuda", 1), torch.device("cuda", 0), torch.device("cuda", 1)] + [
+        torch.device("cuda")
+    ]
+    with pytest.raises(ValueError, match=r"device 2 does not exist; this machine has 2 GPU\(s\)"):
+        helper.synchronize(2)
+    with pytest.raises(ValueError, match="expected a CUDA or CPU device, got 'meta'"):
+        helper.synchronize("meta")
+    with pytest.raises(TypeError, match="device must be a torch.device, a str or an int, got True"):
+        helper.synchronize(True)
+    assert len(calls) == 6
+
+
+def test_synchronize_without_cuda_returns_for_any_cuda_device(monkeypatch):
+    calls = _fake_cuda(monkeypatch, available=False, initialized=False, count=0)
+    for device in (None, 0, 3, "cuda:1", torch.device("cuda"), "cpu", torch.device("cpu")):
+        helper.synchronize(device)
+    assert calls == []
+    calls = _fake_cuda(monkeypatch, available=True, initialized=False)  # CUDA not used yet: nothing queued
+    helper.synchronize(1)
+    helper.synchronize()
+    assert calls == []
 
 
 def test_single_process_runs_where_di_engine_raises():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ding_dist.config import ConfigError, compile_config, create_config_errors
-from ding_dist.config.rules import split_errors
+from ding_dist.config.split import split_errors
 
 
 def _defaults() -> dict:

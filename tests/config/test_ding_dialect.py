@@ -53,7 +53,7 @@ def _dqn_main(**policy) -> dict:
 def test_detects_di_engine_files_and_leaves_ours_alone(tmp_path):
     for path in (DQN, PPO, SAC, DDP):
         assert looks_like_ding(*read_config(path)), path.name
-    for path in sorted((REPO / "configs").glob("*.py")):
+    for path in sorted((REPO / "configs").glob("*_config.py")):
         assert not looks_like_ding(*read_config(path)), path.name
     saved = save_config(load_config(DQN), tmp_path / "config.py")  # the run's resolved config is ours
     assert not looks_like_ding(*read_config(saved))
@@ -148,6 +148,14 @@ def test_ppo_file_gets_di_engine_meaning():
     assert (p.collect.n_sample, p.collect.discount_factor, p.collect.gae_lambda) == (512, 0.99, 0.95)
     assert p.eval.eval_freq == 4 * 512  # one DI-engine train iteration per collect
     assert p.other.checkpoint.freq == 20 * 512  # learner hook save_ckpt_after_iter=20
+
+
+def test_report_says_the_rollout_horizon_is_kept_where_di_engines_ddp_would_shorten_it():
+    main, create = read_config(PPO)
+    *_, report = ding_dialect.translate_ding_config(main, create, (), PPO.name)
+    (line,) = [text for text in report.of("differs") if text.startswith("env.collector_env_num")]
+    assert line.startswith("env.collector_env_num=8: DI-engine steps that many envs in every process")
+    assert "each env's rollout keeps n_sample / collector_env_num steps on any number of processes" in line
 
 
 def test_sac_file_gets_di_engine_meaning():
@@ -303,6 +311,9 @@ def test_cli_trains_di_engine_ddp_file_with_nproc_2_and_set(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr.count("is a DI-engine config") == 1  # the parent's report; the two ranks stay quiet
     assert "set        policy.learn.batch_size=32 (DI-engine's meaning, before the translation)" in done.stderr
+    # a successful run prints our lines only: no gymnasium DeprecationWarning for CartPole-v0, no colour codes
+    assert "Warning" not in done.stderr and "\x1b[" not in done.stderr, done.stderr[-3000:]
+    assert "env.id 'CartPole-v0': gymnasium has a newer version (v1) of this env" in done.stderr
     result = json.loads((exp / "result.json").read_text())
     assert (result["env_steps"], result["world_size"]) == (160, 2)
     saved, _ = read_config(exp / "config.py")

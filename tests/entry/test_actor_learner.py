@@ -128,6 +128,9 @@ def test_two_learners_stay_bitwise_identical(run_ranks, tmp_path):
         assert no_params == [] and dqn_actor["rank"] == ppo_actor["rank"] == rank
         assert dqn_actor["versions"] == sorted(dqn_actor["versions"])
         assert ppo_actor["versions"] == sorted(ppo_actor["versions"])
+        # Each actor steps its learner's share of the 4 envs for the whole horizon (128 / 4 = 32 steps, as one
+        # process does); splitting the horizon instead would hand GAE 16-step rollouts.
+        assert ppo_actor["chunk_shape"] == [32, 2] and dqn_actor["chunk_shape"] == [16, 2]
     assert dqn0["actor_learner"]["finished_cleanly"] and ppo0["actor_learner"]["finished_cleanly"]
 
 

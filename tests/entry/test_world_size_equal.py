@@ -4,58 +4,113 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-import pytest
 import torch
+from easydict import EasyDict
 
 import ding_dist as dd
+from ding_dist.config.split import split_config
 from ding_dist.entry import train
+from ding_dist.policy.impala import IMPALAPolicy
 from ding_dist.policy.ppo import PPOPolicy
+from ding_dist.worker import Collector
 from tests.entry.test_pipeline import tiny_dqn, tiny_ppo
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,))
 ACT = gym.spaces.Discrete(3)
-T, N_ENVS = 16, 4
+#: The global config's sizes: 4 envs, 64 env steps per iteration, so a rollout horizon of T = 16 steps.
+N_ENVS, N_SAMPLE = 4, 64
 
 
-def _rollout() -> dict[str, np.ndarray]:
-    """A fixed rollout ``[T, N_ENVS]`` with advantages far from zero mean (normalization matters)."""
+def _rollout(t: int, n_envs: int) -> dict[str, np.ndarray]:
+    """A fixed rollout ``[t, n_envs]`` with advantages far from zero mean (normalization matters)."""
     rng = np.random.default_rng(0)
     return {
-        "obs": rng.uniform(-1, 1, size=(T, N_ENVS, 3)).astype(np.float32),
-        "next_obs": rng.uniform(-1, 1, size=(T, N_ENVS, 3)).astype(np.float32),
-        "action": rng.integers(0, 3, size=(T, N_ENVS)),
-        "logp": np.log(np.full((T, N_ENVS), 1 / 3, dtype=np.float32)),
-        "value": rng.normal(size=(T, N_ENVS)).astype(np.float32),
-        "reward": (rng.normal(size=(T, N_ENVS)) + 3.0 * np.arange(N_ENVS)).astype(np.float32),
-        "terminated": rng.uniform(size=(T, N_ENVS)) < 0.1,
-        "truncated": np.zeros((T, N_ENVS), bool),
-        "last_obs": rng.uniform(-1, 1, size=(N_ENVS, 3)).astype(np.float32),
+        "obs": rng.uniform(-1, 1, size=(t, n_envs, 3)).astype(np.float32),
+        "next_obs": rng.uniform(-1, 1, size=(t, n_envs, 3)).astype(np.float32),
+        "action": rng.integers(0, 3, size=(t, n_envs)),
+        "logp": np.log(rng.uniform(0.1, 0.6, size=(t, n_envs))).astype(np.float32),
+        "value": rng.normal(size=(t, n_envs)).astype(np.float32),
+        "reward": (rng.normal(size=(t, n_envs)) + 3.0 * np.arange(n_envs)).astype(np.float32),
+        "terminated": rng.uniform(size=(t, n_envs)) < 0.1,
+        "truncated": rng.uniform(size=(t, n_envs)) < 0.05,
+        "last_obs": rng.uniform(-1, 1, size=(n_envs, 3)).astype(np.float32),
     }
 
 
-def _ppo_update(adv_norm: bool) -> np.ndarray:
-    """One PPO learn call on this rank's share of the envs (all of them on one process)."""
+def _first_update(policy_cls: type, adv_norm: bool) -> tuple[list[int], np.ndarray]:
+    """One learn call on this rank's share, as the pipeline splits a global config: its per-rank config comes
+    from ``split_config`` (what ``DataParallelRun.split_sizes`` calls), its rollout has that config's shape."""
     rank, world = dd.get_rank(), dd.get_world_size()
-    torch.manual_seed(0)
-    cfg = PPOPolicy.default_config()
+    cfg = policy_cls.default_config()
     cfg.device = "cpu"
     cfg.model.hidden_sizes = [16]
     # One minibatch of the whole (global) rollout per epoch: its composition does not depend on the shuffle.
-    cfg.learn.update(epoch_per_collect=3, batch_size=T * N_ENVS // world, adv_norm=adv_norm, grad_clip_norm=None)
-    policy = PPOPolicy(cfg, OBS, ACT)
-    share = N_ENVS // world
-    part = {k: v[:, rank * share : (rank + 1) * share] for k, v in _rollout().items() if k != "last_obs"}
-    part["last_obs"] = _rollout()["last_obs"][rank * share : (rank + 1) * share]
-    policy.learn(part)
-    return torch.cat([p.detach().flatten() for p in policy.model.parameters()]).numpy()
+    cfg.learn.update(epoch_per_collect=3, batch_size=N_SAMPLE, adv_norm=adv_norm, grad_clip_norm=None)
+    cfg.collect.n_sample = N_SAMPLE
+    part = split_config(EasyDict(env=dict(collector_env_num=N_ENVS), policy=cfg), world)
+    envs, steps = part.env.collector_env_num, -(-part.policy.collect.n_sample // part.env.collector_env_num)
+    whole = _rollout(N_SAMPLE // N_ENVS, N_ENVS)
+    cols = slice(rank * envs, (rank + 1) * envs)
+    share = {k: v[:, cols] if k != "last_obs" else v[cols] for k, v in whole.items()}
+    assert share["reward"].shape == (steps, envs)
+    torch.manual_seed(0)
+    policy = policy_cls(part.policy, OBS, ACT)
+    policy.learn(share)
+    return [steps, envs, part.policy.learn.batch_size], torch.cat(
+        [p.detach().flatten() for p in policy.model.parameters()]
+    ).numpy()
 
 
-@pytest.mark.parametrize("adv_norm", [True, False])
-def test_ppo_update_split_over_two_ranks_equals_one_process(run_ranks, adv_norm):
-    whole = _ppo_update(adv_norm)
-    split = run_ranks(_ppo_update, 2, adv_norm)
-    np.testing.assert_array_equal(split[0], split[1])
-    np.testing.assert_allclose(split[0], whole, rtol=1e-5, atol=1e-6)
+def _first_updates() -> dict:
+    return {
+        (name, adv_norm): _first_update(cls, adv_norm)
+        for name, cls in (("ppo", PPOPolicy), ("impala", IMPALAPolicy))
+        for adv_norm in (True, False)
+    }
+
+
+def test_first_ppo_and_impala_updates_of_two_ranks_equal_one_process(run_ranks):
+    whole = _first_updates()
+    split = run_ranks(_first_updates, 2)
+    for key, (shape, params) in whole.items():
+        assert shape == [16, 4, 64], key  # one process: 16 steps of 4 envs, minibatch 64
+        for rank in (0, 1):
+            assert split[rank][key][0] == [16, 2, 32], key  # the same horizon: half the envs, half the batch
+        np.testing.assert_array_equal(split[0][key][1], split[1][key][1])
+        np.testing.assert_allclose(
+            split[0][key][1], params, rtol=1e-6, atol=1e-6 * np.abs(params).max(), err_msg=str(key)
+        )
+
+
+def _first_rollout(exp_dir) -> tuple[np.ndarray, np.ndarray]:
+    """The first rollout's observations and actions of this rank's collector in a 1-iteration PPO run."""
+    seen = []
+    collect = Collector.collect
+
+    def recording(self, *args, **kwargs):
+        rollout = collect(self, *args, **kwargs)
+        seen.append((rollout["obs"].copy(), rollout["action"].copy()))
+        return rollout
+
+    Collector.collect = recording
+    try:
+        main, create = tiny_ppo()  # 4 envs, n_sample 128: 32 steps per env
+        main.policy.eval.eval_freq = 0
+        main.policy.other.checkpoint = dict(freq=0)
+        train((main, create), seed=0, exp_dir=f"{exp_dir}/w{dd.get_world_size()}", max_env_steps=128)
+    finally:
+        Collector.collect = collect
+    assert len(seen) == 1
+    return seen[0]
+
+
+def test_the_pipeline_keeps_the_horizon_and_ranks_collect_different_episodes(run_ranks, tmp_path):
+    obs, _ = _first_rollout(tmp_path)
+    (obs0, act0), (obs1, act1) = run_ranks(_first_rollout, 2, tmp_path)
+    assert obs.shape == (32, 4, 4)  # one process: 4 envs, 32 steps each
+    assert obs0.shape == obs1.shape == (32, 2, 4)  # two ranks: 2 envs each, the same 32 steps (not 16)
+    assert not np.array_equal(obs0[0], obs1[0])  # each rank's envs have seed streams of their own
+    assert not np.array_equal(act0, act1)
 
 
 def _minibatch_stats():

@@ -44,8 +44,9 @@ SMALL = {
 STEPS = {"pong_ppo": 512, "hopper_ppo": 1024, "halfcheetah_sac": 600}
 
 
-def _run(name: str, exp_dir: str) -> tuple[int, int, int]:
-    out = train(f"configs/{name}_config.py", overrides=SMALL[name], exp_dir=exp_dir, max_env_steps=STEPS[name])
+def _run(name: str, exp_dir: str, extra: tuple[str, ...] = ()) -> tuple[int, int, int]:
+    overrides = (*SMALL[name], *extra)
+    out = train(f"configs/{name}_config.py", overrides=overrides, exp_dir=exp_dir, max_env_steps=STEPS[name])
     return out["env_steps"], out["world_size"], int(out["train_iters"] > 0)
 
 
@@ -59,6 +60,8 @@ def test_short_run_one_process(name, tmp_path):
 @pytest.mark.parametrize("name", ["pong_ppo", "halfcheetah_sac"])
 def test_short_run_two_processes(name, tmp_path, run_ranks):
     pytest.importorskip("ale_py" if name.startswith("pong") else "mujoco")
-    results = run_ranks(_run, 2, name, str(tmp_path / name))
+    # halfcheetah_sac steps one env (as CleanRL): two processes need two, one each (the envs are what is split)
+    extra = ("env.collector_env_num=2",) if name == "halfcheetah_sac" else ()
+    results = run_ranks(_run, 2, name, str(tmp_path / name), extra)
     assert [r[1:] for r in results] == [(2, 1), (2, 1)]
     assert results[0][0] == results[1][0] >= STEPS[name]

@@ -25,13 +25,13 @@ OBS = gym.spaces.Box(-1.0, 1.0, (3,))
 ACT = gym.spaces.Box(np.array([-2.0, 0.0], dtype=np.float32), np.array([2.0, 5.0], dtype=np.float32))
 
 
-def make(seed: int = 0, action_space: gym.Space = ACT, **learn) -> SACPolicy:
+def make(seed: int = 0, action_space: gym.Space = ACT, obs_space: gym.Space = OBS, **learn) -> SACPolicy:
     torch.manual_seed(seed)
     cfg = SACPolicy.default_config()
     cfg.model.update(actor_hidden_sizes=[16, 16], critic_hidden_sizes=[16, 16])
     cfg.learn.update(learning_starts=100)
     cfg.learn.update(learn)
-    return SACPolicy(cfg, OBS, action_space)
+    return SACPolicy(cfg, obs_space, action_space)
 
 
 def batch(n: int = 32, seed: int = 0, act_dim: int = 2) -> dict[str, torch.Tensor]:
@@ -217,6 +217,8 @@ def test_bad_spaces_and_config_values():
         make(target_theta=0.0)
     with pytest.raises(ValueError, match="learn.alpha must be > 0, got -0.1"):
         make(alpha=-0.1)
+    with pytest.raises(ValueError, match="SAC here takes vector observations, got images"):
+        make(obs_space=gym.spaces.Box(0, 255, (4, 84, 84), np.uint8))  # an MLP on raw pixels: refused
 
 
 # --- the shipped config and the pipeline ---------------------------------------------------------

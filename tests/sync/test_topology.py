@@ -16,6 +16,8 @@ CASES = [
     ("ring", 6, None),
     ("one-peer-exp", 8, None),
     ("alternating-exp-ring", 8, 2),
+    ("alternating-exp-ring", 8, 1),
+    ("alternating-exp-ring", 4, 2),
     ("alternating-exp-ring", 4, 4),
 ]
 
@@ -61,14 +63,44 @@ def test_ring_and_one_peer_exp_follow_decent_dp():
     assert {e.weight for it in exp.iterations for e in it} == {0.5}
 
 
-def test_alternating_exp_ring_alternates_intra_and_inter_node():
-    topo = get_topology("alternating-exp-ring", 8, local_size=2)  # 4 nodes of 2
-    assert [sorted(e.ranks for e in it) for it in topo.iterations] == [
-        [(0, 1), (2, 3), (4, 5), (6, 7)],
-        [(0, 2), (1, 3), (4, 6), (5, 7)],
-        [(0, 1), (2, 3), (4, 5), (6, 7)],
-        [(0, 4), (1, 5), (2, 6), (3, 7)],
+def _groups(topo: Topology) -> list[list[tuple[int, ...]]]:
+    """Each iteration's edges of more than one rank, sorted (the ranks left out stay alone)."""
+    return [sorted(e.ranks for e in it if len(e.ranks) > 1) for it in topo.iterations]
+
+
+def test_alternating_exp_ring_follows_decent_dp():
+    # decent-dp's definition: round i pairs node j with j + 2^i mod nodes, greedily; the k-th pair (over all
+    # rounds) mixes its 2L ranks in the round's second iteration when k is even, its first when k is odd,
+    # and in the other iteration each of its nodes averages its own L ranks.
+    assert _groups(get_topology("alternating-exp-ring", 4, local_size=2)) == [[(0, 1), (2, 3)], [(0, 1, 2, 3)]]
+    assert _groups(get_topology("alternating-exp-ring", 4, local_size=1)) == [[(2, 3)], [(0, 1)], [(1, 3)], [(0, 2)]]
+    assert _groups(get_topology("alternating-exp-ring", 8, local_size=2)) == [
+        [(0, 1), (2, 3), (4, 5, 6, 7)],
+        [(0, 1, 2, 3), (4, 5), (6, 7)],
+        [(0, 1), (2, 3, 6, 7), (4, 5)],
+        [(0, 1, 4, 5), (2, 3), (6, 7)],
     ]
+    assert _groups(get_topology("alternating-exp-ring", 8, local_size=1)) == [
+        [(2, 3), (6, 7)],
+        [(0, 1), (4, 5)],
+        [(1, 3), (5, 7)],
+        [(0, 2), (4, 6)],
+        [(1, 5), (3, 7)],
+        [(0, 4), (2, 6)],
+    ]
+    # uniform weights: 1/(2L) on a pair of nodes, 1/L within a node, 1 alone
+    weights = {(len(e.ranks), e.weight) for it in get_topology("alternating-exp-ring", 8, 2).iterations for e in it}
+    assert weights == {(4, 0.25), (2, 0.5)}
+    assert {(len(e.ranks), e.weight) for e in get_topology("alternating-exp-ring", 4, 1).iterations[0]} == {
+        (1, 1.0),
+        (2, 0.5),
+    }
+    np.testing.assert_array_equal(get_topology("alternating-exp-ring", 4, 2).mixing_matrix(1), np.full((4, 4), 0.25))
+
+
+def test_alternating_exp_ring_on_one_node_is_the_node_average():
+    topo = get_topology("alternating-exp-ring", 3, local_size=3)
+    assert [[(e.ranks, e.weight) for e in it] for it in topo.iterations] == [[((0, 1, 2), 1.0 / 3)]]
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,11 @@ So every rank's own replica equals, bitwise, its left peer's right replica and i
 replica, and ``x ~ (w_L + w_i + w_R) / 3 + (x - w_i)``: a 1/3-1/3-1/3 ring mix of the replicas plus the
 local progress since the last communication. Other steps are local SGD. ``hierarchical=True``: the
 updated weights are averaged within each node of ``get_local_size()`` consecutive ranks, the node
-leaders run the above on a ring of nodes (at least 2) and broadcast the result within their node.
+leaders run the above on a ring of nodes and broadcast the result within their node. On one node
+(Bagua's default, ``hierarchical=True``, on one machine) the leader is a ring of one, its own left and
+right peer, as in Bagua: nothing is sent, the "received" messages are its own ``q``, so
+``w_L += D(q)``, ``w_R += D(q)``, ``w_i += D(q)`` (the three replicas stay equal, ``d = x - w_i``) and every
+rank ends with ``w_i``, the 8-bit-quantized node average. A world of one rank is local training.
 
 Register: ``distribute(net, opt, algorithm='low_precision_decentralized', communication_interval=2)``
 """
@@ -44,16 +48,9 @@ class LowPrecisionDecentralizedState:
         self.link = link
         self.interval = check_interval(communication_interval)
         self.layout = Layout(link, check_hierarchical(hierarchical), "low_precision_decentralized")
-        n = len(self.layout.members)
-        if link.world_size > 1 and n < 2:
-            raise ValueError(
-                f"low_precision_decentralized needs a ring of at least 2 {'nodes' if hierarchical else 'ranks'}, "
-                f"got {n} ({link.world_size} ranks, {self.layout.node_size} per node); use hierarchical=False "
-                "or 'decentralized'"
-            )
-        i = self.layout.index
-        self.left = self.right = None
-        if i is not None and n > 1:
+        n, i = len(self.layout.members), self.layout.index
+        self.left = self.right = None  # no ring: a world of one rank (local training), or a non-leader
+        if i is not None and link.world_size > 1:  # n == 1: hierarchical on one node, the leader's ring of one
             self.left, self.right = self.layout.members[(i - 1) % n], self.layout.members[(i + 1) % n]
         self.steps = 0
         self.codec = MinMaxUInt8Codec()
@@ -85,14 +82,15 @@ class LowPrecisionDecentralizedState:
         replicas while the later ones are still on the wire (every codec step is elementwise).
         """
         assert self.left is not None and self.right is not None
-        peers = [self.left] if self.right == self.left else [self.left, self.right]
+        alone = self.left == self.link.rank  # a ring of one: the messages "received" are this rank's own
+        peers = [] if alone else [self.left] if self.right == self.left else [self.left, self.right]
         codec, h = self.codec, self.codec.header
         for xi, (own, left, right), (d, msg, from_left, from_right) in zip(x, self.replicas, self.buffers):
             n = xi.numel()
             torch.add(left, right, out=d[:n]).sub_(own).sub_(own).div_(3.0).add_(xi).sub_(own)
             d[n:] = d[0]  # padding inside [min, max]: the code of the real values is unchanged
             codec.write_header(d.view(1, -1), msg)
-            inboxes = [from_left] if len(peers) == 1 else [from_left, from_right]
+            inboxes = [msg] if alone else [from_left] if len(peers) == 1 else [from_left, from_right]
             for _ in peers:
                 self.link.count_exchange(msg)
             sent, received = pieces(msg), [pieces(box) for box in inboxes]
@@ -121,7 +119,7 @@ class LowPrecisionDecentralizedState:
 def make_state(
     link: Link, communication_interval: int = 1, hierarchical: bool = False
 ) -> LowPrecisionDecentralizedState:
-    """Build the state (needs at least 2 ring members when the world has more than one rank)."""
+    """Build the state (a ring of the ranks, or of the node leaders when ``hierarchical``)."""
     return LowPrecisionDecentralizedState(link, communication_interval, hierarchical)
 
 
