@@ -1,19 +1,23 @@
-"""GPU check: every CUDA path of ding_dist in one command, one markdown table (about 5 minutes on one GPU).
+"""GPU check: every CUDA path of ding_dist that one GPU can run, one markdown table (at most 8 minutes on one H200).
 
     bash benchmarks/gpu_check.sh                        # on a machine with a GPU (default: --device cuda)
     bash benchmarks/gpu_check.sh --device cpu --quick   # every check that can run on a CPU, tiny sizes (CI)
     python benchmarks/gpu_check.py --only a1,c1         # some checks only (ids as in the table)
+    bash benchmarks/gpu_check.sh --rerun-failed         # the checks whose rows failed in the last run here
 
-Rows (see docs/benchmarks.md, "GPU check"): (a) 1-process pipelines on the device (DQN, PPO, SAC; PPO with
-``policy.device=auto``), (b) 2 ranks on the one GPU over gloo (engine vs torch DDP, pipeline collectives on
-``cuda:gloo``, tests/comm/test_devices.py, ``ding-dist train`` on 2 ranks), (c) a world-of-one nccl group
+Rows (see docs/benchmarks.md, section 5): (a) 1-process pipelines on the device (DQN, PPO, SAC, IMPALA; PPO
+with ``policy.device=auto``), (b) 2 ranks on the one GPU over gloo (engine vs torch DDP, pipeline collectives
+on ``cuda:gloo``, tests/comm/test_devices.py, ``ding-dist train`` on 2 ranks), (c) a world-of-one nccl group
 through every collective and ``distribute``, (d) learner updates/s GPU vs CPU, (e) engine vs DDP step time,
-(f) the actor-learner mode: one CPU actor and one learner on the GPU (``cpu:gloo,cuda:nccl``).
+(f) the actor-learner mode: CPU actors, learners on the GPU (DQN, IMPALA, PPO with ``auto``, 2 learners),
+(g) image policies (Nature-CNN, frame replay) and observation normalization, (h) the looser sync algorithms
+on 2 ranks with CUDA tensors (``cuda:gloo``), (n) nccl point-to-point on 2 GPUs (skipped with one).
 
 Each check runs in its own process (forked from a server that imported torch once, never CUDA): an error, a
 crash or a timeout is reported in its row and the others still run. The table goes to stdout and to
-``$OUT/gpu_check.md`` (``$OUT`` set) or a temporary file it names; each check's output to a log beside it.
-Exit status: 0 all rows ok or skipped, 1 a row failed, 2 no GPU (without ``--device cpu``).
+``$OUT/gpu_check.md`` (``$OUT`` set) or a temporary file it names; each check's output to a log beside it
+(with ``$OUT`` set: ``$OUT/gpu_check_logs.tar.gz``, since the device tool returns 8 files at most).
+Exit status: 0 all rows ok or skipped, 1 a row failed, 2 no GPU (without ``--device cpu``) or nothing to rerun.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import os
 import platform
 import shutil
 import sys
+import tarfile
 import tempfile
 import time
 
@@ -35,7 +40,11 @@ if HERE not in sys.path:
 import gpu_check_lib as lib  # noqa: E402
 import torch  # noqa: E402
 
-CHECK_TIMEOUT_S = 150.0  # one check; a hung collective ends here, not at the 30-minute default
+CHECK_TIMEOUT_S = 240.0  # one check; a hung collective ends here, not at the 30-minute default
+BUDGET_S = 420.0  # all checks, after a ~10 s start: with the wheel install, the run ends within 8 minutes
+# the last run's failed row ids, for --rerun-failed (GPU_CHECK_FAILED_FILE: elsewhere, e.g. in tests)
+FAILED_FILE = os.environ.get("GPU_CHECK_FAILED_FILE") or os.path.join(tempfile.gettempdir(), "gpu_check_failed.txt")
+RERUN = "set -o pipefail; PYTHONUNBUFFERED=1 bash benchmarks/gpu_check.sh --only {ids} 2>&1 | tee $OUT/gpu_check.log"
 
 
 def _cell(text: str) -> str:
@@ -121,7 +130,7 @@ def _start_forkserver(ctx: lib.Ctx, log_dir: str):
 
 
 # Execution order: the slow or hang-prone checks last, so one of them cannot eat the others' budget.
-ORDER = ["a1", "a2", "a3", "a4", "c1", "c2", "d1", "d2", "b1", "b3", "b5", "e1", "b4", "f1", "b6"]
+ORDER = "a1 a2 a3 a4 a5 c1 c2 d1 d2 g1 h0 n1 b1 b4 f1 b6".split()
 
 
 def _environment(device: str, quick: bool, cpu_threads: int) -> str:
@@ -155,9 +164,31 @@ def _table(rows: list[dict], env_line: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _failed_ids(path: str) -> list[str]:
+    """Row ids from a failed-list file (one line, comma-separated) or from the FAIL rows of a gpu_check.md."""
+    text = open(path).read()
+    if text.lstrip().startswith("GPU check"):
+        return [
+            line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ") and "| FAIL |" in line
+        ]
+    return [t.strip() for t in text.replace("\n", ",").split(",") if t.strip()]
+
+
 def _select(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
     table = lib.SELF_TEST if args.self_test else lib.CHECKS
     row_to_check = {rid: cid for cid, spec in table.items() for rid in spec[3]}
+    if args.rerun_failed is not None:
+        path = args.rerun_failed or FAILED_FILE
+        if not os.path.exists(path):
+            print(
+                f"gpu_check: nothing to rerun: {path} does not exist (a fresh machine?); pass --only IDS, the ids "
+                "the first run's last line names"
+            )
+            raise SystemExit(2)
+        args.only = ",".join(_failed_ids(path))
+        if not args.only:
+            print(f"gpu_check: nothing to rerun: no failed row in {path}")
+            raise SystemExit(2)
 
     def ids(text: str | None) -> list[str]:
         if not text:
@@ -180,7 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated check ids, e.g. a1,b1,c1")
     parser.add_argument("--skip", help="comma-separated check ids to leave out")
     parser.add_argument(
-        "--budget", type=float, default=270.0, help="seconds for all checks, after a ~10 s start (default 270)"
+        "--rerun-failed",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help=f"run the checks whose rows failed last time (default FILE: {FAILED_FILE}; or a gpu_check.md)",
+    )
+    parser.add_argument(
+        "--budget", type=float, default=BUDGET_S, help=f"seconds for all checks, after a ~10 s start ({BUDGET_S:g})"
     )
     parser.add_argument(
         "--check-timeout", type=float, default=CHECK_TIMEOUT_S, help=f"seconds per check (default {CHECK_TIMEOUT_S:g})"
@@ -210,7 +248,12 @@ def main(argv: list[str] | None = None) -> int:
         fd, out_path = tempfile.mkstemp(prefix="gpu_check_", suffix=".md")
         os.close(fd)
     os.makedirs(os.path.dirname(out_path), exist_ok=True)
-    log_dir = os.path.join(os.path.dirname(out_path), "gpu_check_logs")
+    tar_logs = bool(os.environ.get("OUT")) and not args.out  # the device tool returns 8 files at most
+    log_dir = (
+        tempfile.mkdtemp(prefix="gpu_check_logs_")
+        if tar_logs
+        else os.path.join(os.path.dirname(out_path), "gpu_check_logs")
+    )
     os.makedirs(log_dir, exist_ok=True)
     workdir = tempfile.mkdtemp(prefix="gpu_check_work_")
     ctx = lib.Ctx(
@@ -241,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
             got, seconds = _run_one(mpc, check_id, ctx, log_path, min(args.check_timeout, left))
             for i, r in enumerate(got):
                 rows.append({**r, "seconds": f"{seconds:.1f}" if i == 0 else f"(in {got[0]['id']})"})
-                print(f"[{r['id']}] {r['status']:<8} {r['name']}: {r['figure']}", flush=True)
+                took = f" [{seconds:.1f} s]" if i == 0 else ""
+                print(f"[{r['id']}] {r['status']:<8} {r['name']}: {r['figure']}{took}", flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     total = time.perf_counter() - start
@@ -252,8 +296,19 @@ def main(argv: list[str] | None = None) -> int:
     table += f"\n{verdict}\n"
     with open(out_path, "w") as f:
         f.write(table)
+    failed_text = ",".join(failed) + "\n"
+    for path in [FAILED_FILE] + ([os.path.join(os.environ["OUT"], "gpu_check_failed.txt")] if tar_logs else []):
+        with open(path, "w") as f:
+            f.write(failed_text)
+    if tar_logs:
+        with tarfile.open(os.path.join(os.environ["OUT"], "gpu_check_logs.tar.gz"), "w:gz") as tar:
+            tar.add(log_dir, arcname="gpu_check_logs")
+        shutil.rmtree(log_dir, ignore_errors=True)
+        log_dir = os.path.join(os.environ["OUT"], "gpu_check_logs.tar.gz")
     print("\n" + table, end="")
-    print(f"gpu_check: table written to {out_path}")
+    print(f"gpu_check: table written to {out_path}; check logs in {log_dir}")
+    if failed:
+        print(f"gpu_check: rerun the failed rows: {RERUN.format(ids=','.join(failed))}")
     return 1 if failed else 0
 
 

@@ -1,18 +1,36 @@
 #!/usr/bin/env bash
-# GPU check of ding_dist: every CUDA path, one markdown table, about 5 minutes on one GPU.
+# GPU check of ding_dist: every CUDA path that one GPU can run, one markdown table, at most 8 minutes on one
+# H200 with the wheel install (docs/benchmarks.md section 5).
 #
+# On the GPU machine through the device tool, after `bash benchmarks/gpu_prepare.sh` here (it fills .whl/):
+#   DEVICE: set -o pipefail; PYTHONUNBUFFERED=1 bash benchmarks/gpu_check.sh 2>&1 | tee $OUT/gpu_check.log
+#   carry: [".whl"]   timeout_s: 540
+# The one retry, the failed rows only (the machine still warm; else the first run's last line gives --only IDS):
+#   RERUN: set -o pipefail; PYTHONUNBUFFERED=1 bash benchmarks/gpu_check.sh --rerun-failed 2>&1 | tee $OUT/gpu_check.log
+#
+# Elsewhere:
 #   bash benchmarks/gpu_check.sh                        # on a GPU machine, from the repository root
-#   bash benchmarks/gpu_check.sh --device cpu --quick   # the checks that run on a CPU, tiny sizes (CI)
+#   bash benchmarks/gpu_check.sh --device cpu --quick   # the rows that run on a CPU, tiny sizes (CI)
 #
-# The table goes to stdout and to $OUT/gpu_check.md ($OUT set) or to a temporary file it names.
-# Exit status: 0 every row ok or skipped, 1 a row failed, 2 no GPU (without --device cpu).
-# Installs nothing but the repository itself, and only when ding_dist cannot be imported
-# (--no-deps: torch and the rest must be there; --no-build-isolation: no download of build tools).
+# Wheels in .whl/ (carried there) are installed into a temporary target put first on PYTHONPATH (nothing else is
+# installed); the repository itself goes on PYTHONPATH too (no build). The table goes to stdout and to
+# $OUT/gpu_check.md ($OUT set) or to a temporary file it names. Exit status: 0 every row ok or skipped, 1 a row
+# failed, 2 no GPU (without --device cpu) or nothing to rerun.
 set -u
 cd "$(dirname "$0")/.."
-PY="${PYTHON:-$(command -v python || command -v python3)}"
-if ! "$PY" -c "import ding_dist" >/dev/null 2>&1; then
-    echo "gpu_check: ding_dist is not importable; pip install -e . --no-deps --no-build-isolation -q"
-    "$PY" -m pip install -e . --no-deps --no-build-isolation -q || exit 1
+if [ -z "${PYTHON:-}" ]; then  # the interpreter that has torch (on the GPU machine: python3)
+    for PYTHON in python python3; do
+        "$PYTHON" -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None)" 2>/dev/null && break
+    done
 fi
-exec "$PY" benchmarks/gpu_check.py "$@"
+if compgen -G ".whl/*.whl" >/dev/null; then
+    SITE="${GPU_CHECK_SITE:-${TMPDIR:-/tmp}/gpu_check_site}"
+    start=$SECONDS
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
+        .whl/*.whl 2>&1 | grep -v "is ignored: it is neither" >&2
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "gpu_check: installing .whl/*.whl into $SITE failed"; exit 1; }
+    echo "gpu_check: installed $(compgen -G '.whl/*.whl' | wc -l) carried wheels into $SITE ($((SECONDS - start)) s)"
+    export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+exec "$PYTHON" benchmarks/gpu_check.py "$@"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -41,15 +42,17 @@ REPO = Path(__file__).resolve().parent.parent
 CONFIGS = {
     "dqn": REPO / "configs" / "cartpole_dqn_config.py",
     "ppo": REPO / "configs" / "cartpole_ppo_config.py",
+    "impala": REPO / "configs" / "cartpole_impala_config.py",
     "sac": REPO / "configs" / "pendulum_sac_config.py",
 }
 
-# Sizes of the full run (one GPU, <= 5 minutes for everything) and of --quick (CPU CI, tiny).
+# Sizes of the full run (one GPU, <= 8 minutes for everything with the wheel install) and of --quick (CPU CI, tiny).
 SIZES: dict[str, dict[str, int]] = {
     "full": dict(
         dqn_steps=4096,
         ppo_steps=4096,
         sac_steps=3072,
+        impala_steps=4096,
         auto_steps=2048,
         cli_steps=2048,
         al_steps=4096,
@@ -66,12 +69,20 @@ SIZES: dict[str, dict[str, int]] = {
         e_batch=32,
         e_mlp_width=408,
         e_mlp_layers=30,
+        sync_steps=20,
+        image_side=84,
+        image_hidden=512,
+        image_dqn_updates=8,
+        image_steps=2048,
+        image_envs=4,
+        image_batch=32,
         launch_timeout=140,
     ),
     "quick": dict(
         dqn_steps=512,
         ppo_steps=512,
         sac_steps=256,
+        impala_steps=512,
         auto_steps=256,
         cli_steps=256,
         al_steps=512,
@@ -88,6 +99,13 @@ SIZES: dict[str, dict[str, int]] = {
         e_batch=4,
         e_mlp_width=64,
         e_mlp_layers=4,
+        sync_steps=6,
+        image_side=36,
+        image_hidden=32,
+        image_dqn_updates=2,
+        image_steps=64,
+        image_envs=2,
+        image_batch=8,
         launch_timeout=120,
     ),
 }
@@ -97,6 +115,7 @@ _QUICK_EVAL = ["env.evaluator_env_num=2", "env.n_evaluator_episode=2"]
 QUICK_OVERRIDES = {
     "dqn": ["policy.learn.learning_starts=128", "policy.learn.update_per_collect=8", *_QUICK_EVAL],
     "ppo": ["policy.learn.epoch_per_collect=2", *_QUICK_EVAL],
+    "impala": ["policy.learn.epoch_per_collect=2", *_QUICK_EVAL],
     "sac": [
         "policy.learn.learning_starts=128",
         "policy.learn.update_per_collect=8",
@@ -344,16 +363,8 @@ def rank_engine_vs_ddp(device: str, steps: int) -> dict[str, Any]:
     return out
 
 
-def check_engine_vs_ddp(ctx: Ctx) -> list[dict[str, str]]:
-    results = dd.launch(
-        rank_engine_vs_ddp,
-        2,
-        ctx.device,
-        ctx.size("ddp_steps"),
-        backend="gloo",
-        timeout=ctx.size("launch_timeout"),
-        comm_timeout=60,
-    )
+def engine_vs_ddp_rows(ctx: Ctx, results: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """b1, b2 from ``rank_engine_vs_ddp``'s results."""
     where = f"2 ranks, gloo, {'cuda:0' if ctx.cuda else 'cpu'}"
     rows = []
     for check_id, bitwise in (("b1", True), ("b2", False)):
@@ -416,11 +427,8 @@ def rank_pipeline_collectives(device: str) -> dict[str, Any]:
     }
 
 
-def check_pipeline_collectives(ctx: Ctx) -> list[dict[str, str]]:
-    backend = f"{ctx.device}:gloo"
-    results = dd.launch(
-        rank_pipeline_collectives, 2, ctx.device, backend=backend, timeout=ctx.size("launch_timeout"), comm_timeout=60
-    )
+def pipeline_collectives_row(ctx: Ctx, results: list[dict[str, Any]], backend: str) -> dict[str, str]:
+    """b3 from ``rank_pipeline_collectives``'s results (run in check h0's launch, on ``{device}:gloo``)."""
     expected = {
         "comm_device": "cuda:0" if ctx.cuda else "cpu",
         "reduce_log": {"episodes": 2.0, "train/loss": 0.5},
@@ -434,11 +442,8 @@ def check_pipeline_collectives(ctx: Ctx) -> list[dict[str, str]]:
             assert got[key] == want, f"rank {rank} {key}: got {got[key]!r}, expected {want!r}"
         assert torch.equal(got["allreduce_data_tensor"], torch.full((3,), 2.0)), f"rank {rank} allreduce_data tensor"
     name = f"pipeline collectives, 2 ranks backend={backend}"
-    return [
-        row(
-            "b3", name, f"reduce_log, evaluate_and_share, allreduce_data, broadcast_object on {expected['comm_device']}"
-        )
-    ]
+    figure = f"reduce_log, evaluate_and_share, allreduce_data, broadcast_object on {expected['comm_device']}"
+    return row("b3", name, figure)
 
 
 def _last_match(pattern: str, text: str) -> str | None:
@@ -505,37 +510,23 @@ def _cli_args(ctx: Ctx, exp_dir: str, nproc: int) -> list[str]:
     return args + (["--nproc", str(nproc)] if nproc > 1 else [])
 
 
-def rank_cli_train(argv: list[str]) -> dict[str, Any]:
-    """``ding-dist train`` (the CLI's ``main``) as one rank of the launch's gloo group."""
-    from ding_dist.entry.cli import main
-
-    with policy_device_log() as seen:
-        rc = main(argv)
-    return {"rc": rc, "devices": seen.devices}
-
-
 def _read_result(exp_dir: str) -> dict[str, Any]:
     path = Path(exp_dir) / "result.json"
     assert path.exists(), f"{path} was not written"
     return json.loads(path.read_text())
 
 
-def check_cli_launch(ctx: Ctx) -> list[dict[str, str]]:
-    exp_dir = os.path.join(ctx.scratch("b5"), "run")
-    results = dd.launch(
-        rank_cli_train,
-        2,
-        _cli_args(ctx, exp_dir, 1),
-        backend="gloo",
-        timeout=ctx.size("launch_timeout"),
-        comm_timeout=120,
-    )
+def cli_launch_row(ctx: Ctx, results: list[dict[str, Any]], exp_dir: str) -> dict[str, str]:
+    """b5 from ``rank_cli_train``'s results."""
     expected = "cuda:0" if ctx.cuda else "cpu"
     for rank, r in enumerate(results):
         assert r["rc"] == 0, f"rank {rank}: ding-dist train returned {r['rc']}"
         assert r["devices"] == [expected], f"rank {rank}: policy on {r['devices']}, expected {expected}"
     figure = f"{_check_result(_read_result(exp_dir), ctx.size('cli_steps'), 2)}; policy on {expected} on both ranks"
-    return [row("b5", f"ding-dist train, 2 ranks gloo (launch), policy.device={ctx.device}", figure)]
+    return row("b5", CLI_LAUNCH_NAME.format(device=ctx.device), figure)
+
+
+CLI_LAUNCH_NAME = "ding-dist train, 2 ranks gloo (launch), policy.device={device}"
 
 
 def _run_cmd(cmd: list[str], timeout: float) -> tuple[int | None, str]:
@@ -584,33 +575,84 @@ def check_cli_torchrun(ctx: Ctx) -> list[dict[str, str]]:
     return [row("b6", name, figure)]
 
 
-# ------------------------------------------------------------- (f) actor-learner: CPU actor, learner on device
+# ------------------------------------------------------------- (f) actor-learner: CPU actors, learners on device
 AL_BACKEND = "cpu:gloo,cuda:nccl"  # host tensors (weights, experience) over gloo, the learners' CUDA ones over nccl
+AL_SHARED_GPU = "cpu:gloo,cuda:gloo"  # learners sharing one GPU: their CUDA gradients over gloo
+
+# row id: (config, actors, learners, policy.device (None: the default, auto), backend with CUDA, GPUs it needs).
+# f2 is on-policy into a CUDA learner with auto (the learner must resolve it to its GPU under the mixed backend);
+# f3 needs a GPU per learner (nccl); f4 runs the same with both learners on one GPU over gloo.
+AL_RUNS: dict[str, tuple[str, int, int, str | None, str, int]] = {
+    "f1": ("dqn", 1, 1, "{device}", AL_BACKEND, 1),
+    "f2": ("impala", 1, 1, None, AL_BACKEND, 1),
+    "f3": ("ppo", 2, 2, "{device}", AL_BACKEND, 2),
+    "f4": ("ppo", 2, 2, "{device}", AL_SHARED_GPU, 1),
+}
 
 
-def check_actor_learner(ctx: Ctx) -> list[dict[str, str]]:
-    """``ding-dist train --actors 1 --learners 1`` on 2 ranks (``launch``, backend ``cpu:gloo,cuda:nccl`` with
-    CUDA): DQN, the learner and its replay on the device, the actor on the CPU; weights cross from the device
-    to the actor, experience the other way."""
-    exp_dir = os.path.join(ctx.scratch("f1"), "run")
+def rank_cli_train(argv: list[str]) -> dict[str, Any]:
+    """``ding-dist train`` (the CLI's ``main``) as one rank of the launch's group; also whether this process
+    started CUDA (an actor on the CPU must not)."""
+    from ding_dist.entry.cli import main
+
+    with policy_device_log() as seen:
+        rc = main(argv)
+    return {"rc": rc, "devices": seen.devices, "cuda_started": torch.cuda.is_initialized()}
+
+
+def _actor_learner_run(ctx: Ctx, rid: str) -> dict[str, str]:
+    algo, actors, learners, spec, cuda_backend, gpus = AL_RUNS[rid]
+    spec = spec.format(device=ctx.device) if spec else None
+    backend = cuda_backend if ctx.cuda else "gloo"
+    world = actors + learners
+    device_text = f"policy.device={spec}" if spec else "policy.device=auto (default)"
+    name = f"ding-dist train {algo.upper()} --actors {actors} --learners {learners} (launch, {backend}), {device_text}"
+    visible = torch.cuda.device_count() if ctx.cuda else 0
+    if ctx.cuda and visible < gpus:
+        why = f"needs {gpus} GPUs, {visible} visible: nccl takes one GPU per learner; f4 shares one GPU over gloo"
+        return row(rid, name, why, f"skipped: needs {gpus} GPUs")
+    if not ctx.cuda and cuda_backend == AL_BACKEND and learners > 1:
+        return row(rid, name, "an nccl row; f4 runs the same on gloo", f"skipped: {_no_cuda_reason()}")
+    exp_dir = os.path.join(ctx.scratch(rid), "run")
     steps = ctx.size("al_steps")
-    argv = ["train", str(CONFIGS["dqn"]), "--actors", "1", "--learners", "1", "--seed", "0", "--exp-dir", exp_dir,
-            "--timeout", "120", "--max-env-steps", str(steps), "--set", f"policy.device={ctx.device}",
-            "actor_learner.actor_device=cpu", *ctx.overrides("dqn")]  # fmt: skip
-    backend = AL_BACKEND if ctx.cuda else "gloo"
-    results = dd.launch(rank_cli_train, 2, argv, backend=backend, timeout=ctx.size("launch_timeout"), comm_timeout=120)
-    expected = "cuda:0" if ctx.cuda else "cpu"
-    for rank, (r, want) in enumerate(zip(results, (expected, "cpu"))):
+    argv = ["train", str(CONFIGS[algo]), "--actors", str(actors), "--learners", str(learners), "--seed", "0",
+            "--exp-dir", exp_dir, "--timeout", "120", "--max-env-steps", str(steps),
+            "--set", "actor_learner.actor_device=cpu", *ctx.overrides(algo)]  # fmt: skip
+    if spec:
+        argv += [f"policy.device={spec}"]
+    results = dd.launch(rank_cli_train, world, argv, backend=backend, timeout=ctx.size("launch_timeout"),
+                        comm_timeout=120)  # fmt: skip
+    learner_device = "cuda:0" if ctx.cuda else "cpu"  # one GPU: every learner on it; with more, rank i on GPU i
+    for rank, r in enumerate(results):
+        want = (f"cuda:{rank % max(visible, 1)}" if ctx.cuda else "cpu") if rank < learners else "cpu"
         assert r["rc"] == 0, f"rank {rank}: ding-dist train returned {r['rc']}"
         assert r["devices"] == [want], f"rank {rank}: policy on {r['devices']}, expected {want}"
+        if rank >= learners:
+            assert not r["cuda_started"], f"rank {rank} (an actor on the CPU) started CUDA"
     result = _read_result(exp_dir)
     al = result["actor_learner"]
     assert al["finished_cleanly"] and al["versions"] > 0, f"actor_learner: {al}"
     assert al["lag_max"] <= al["max_lag"], f"lag {al['lag_max']} above the maximum {al['max_lag']}"
-    figure = (f"{_check_result(result, steps, 2)}; learner on {expected}, actor on cpu, backend {backend}; "
-              f"{al['versions']} weight versions, lag max {al['lag_max']}")  # fmt: skip
-    name = f"ding-dist train --actors 1 --learners 1 (launch), learner on {ctx.device}, actor on cpu"
-    return [row("f1", name, figure)]
+    figure = (f"{_check_result(result, steps, world)}; learners on {learner_device}, actors on cpu"
+              f"{' (CUDA never started there)' if ctx.cuda else ''}; {al['versions']} weight versions, "
+              f"lag max {al['lag_max']}")  # fmt: skip
+    return row(rid, name, figure)
+
+
+def check_actor_learner(ctx: Ctx) -> list[dict[str, str]]:
+    """f1-f4: ``ding-dist train --actors N --learners M`` on ``launch``ed ranks, actors on the CPU, learners on the
+    device: DQN, IMPALA with ``policy.device=auto`` under ``cpu:gloo,cuda:nccl``, PPO with 2 learners over nccl
+    (2 GPUs) and sharing one GPU over gloo. Weights cross from the device to the actors, experience back."""
+    rows = []
+    for rid in AL_RUNS:
+        try:
+            rows.append(_actor_learner_run(ctx, rid))
+        except Exception as exc:  # one run failing must not hide the others
+            traceback.print_exc()
+            algo, actors, learners, *_ = AL_RUNS[rid]
+            rows.append(row(rid, f"ding-dist train {algo.upper()} --actors {actors} --learners {learners}",
+                            one_line(exc), "FAIL"))  # fmt: skip
+    return rows
 
 
 # ---------------------------------------------------------------------------------- (c) nccl world of one
@@ -624,11 +666,14 @@ def world_of_one(ctx: Ctx) -> Iterator[str]:
         dd.dist_finalize()
 
 
+def _no_cuda_reason() -> str:
+    return "no CUDA" if not torch.cuda.is_available() else "--device cpu"
+
+
 def _stand_in(ctx: Ctx, check_id: str, name: str, figure: str) -> dict[str, str]:
     if ctx.cuda:
         return row(check_id, name, figure)
-    why = "no CUDA" if not torch.cuda.is_available() else "--device cpu"
-    return row(check_id, name, f"gloo stand-in on cpu ok: {figure}", f"skipped: {why}")
+    return row(check_id, name, f"gloo stand-in on cpu ok: {figure}", f"skipped: {_no_cuda_reason()}")
 
 
 def collectives_world_of_one(dev: torch.device, backend: str) -> list[str]:
@@ -735,9 +780,12 @@ def check_nccl_collectives(ctx: Ctx) -> list[dict[str, str]]:
     return [_stand_in(ctx, "c1", name, f"{len(done)} checks ok on {dev} ({backend})")]
 
 
-def distribute_world_of_one(dev: torch.device) -> tuple[list[str], list[str], float]:
-    """Each sync algorithm on a world of one against plain local training; returns (ok, not built, max diff)."""
-    ok, missing, worst = [], [], 0.0
+def distribute_world_of_one(dev: torch.device) -> tuple[list[str], float]:
+    """Each sync algorithm on a world of one against plain local training; returns (algorithms, max diff).
+
+    Every algorithm must build on a world of one (each is local training there): one that raises fails the row.
+    """
+    ok, worst = [], 0.0
     x, y = torch.randn(16, 6, device=dev), torch.randn(16, 3, device=dev)
     for algorithm in dd.available_algorithms():
         net = small_mlp(seed=1).to(dev)
@@ -747,11 +795,7 @@ def distribute_world_of_one(dev: torch.device) -> tuple[list[str], list[str], fl
             if algorithm == "qadam"
             else (lambda ps: torch.optim.Adam(ps, lr=1e-2))
         )
-        try:
-            model, opt = dd.distribute(net, make_opt(net.parameters()), algorithm)
-        except NotImplementedError:
-            missing.append(algorithm)
-            continue
+        model, opt = dd.distribute(net, make_opt(net.parameters()), algorithm)
         opt_local = make_opt(local.parameters())
         for _ in range(4):
             for m, o in ((model, opt), (local, opt_local)):
@@ -782,18 +826,15 @@ def distribute_world_of_one(dev: torch.device) -> tuple[list[str], list[str], fl
     assert dd.sync_gradients(net) == 0, "sync_gradients on a world of one issued collectives"
     dd.broadcast_parameters(net)
     dd.allreduce_parameters(net)
-    ok.append("nonfinite skip, switch_to, sync_gradients, broadcast/allreduce_parameters")
-    return ok, missing, worst
+    return ok, worst
 
 
 def check_nccl_distribute(ctx: Ctx) -> list[dict[str, str]]:
     with world_of_one(ctx) as backend:
         dev = _rank_device(ctx.device)
-        ok, missing, worst = distribute_world_of_one(dev)
-    algos = ", ".join(ok[:-1])
-    figure = f"{algos} = local training (max diff {worst:.2g}); {ok[-1]} ok on {dev} ({backend})"
-    if missing:
-        figure += f"; NotImplementedError (skipped): {', '.join(missing)}"
+        ok, worst = distribute_world_of_one(dev)
+    figure = (f"ran: {', '.join(ok)}; each = local training (max diff {worst:.2g}); nonfinite skip, switch_to, "
+              f"sync_gradients, broadcast/allreduce_parameters ok on {dev} ({backend})")  # fmt: skip
     return [_stand_in(ctx, "c2", "nccl world of one: distribute, each algorithm", figure)]
 
 
@@ -934,12 +975,8 @@ def rank_step_times(device: str, sizes: dict[str, int]) -> dict[str, Any]:
     return out
 
 
-def check_step_times(ctx: Ctx) -> list[dict[str, str]]:
-    sizes = SIZES["quick" if ctx.quick else "full"]
-    results = dd.launch(
-        rank_step_times, 2, ctx.device, sizes, backend="gloo", timeout=ctx.size("launch_timeout"), comm_timeout=120
-    )
-    r = results[0]
+def step_time_rows(ctx: Ctx, r: dict[str, Any]) -> list[dict[str, str]]:
+    """e1, e2 from rank 0's ``rank_step_times`` result."""
     where = f"2 ranks gloo on {'cuda:0' if ctx.cuda else 'cpu'}"
     rows = []
     for check_id, kind, what in (("e1", "mlp", "MLP"), ("e2", "conv", "Nature-DQN conv")):
@@ -950,6 +987,475 @@ def check_step_times(ctx: Ctx) -> list[dict[str, str]]:
         )
         rows.append(row(check_id, f"engine vs torch DDP step time, {what} ({where})", figure))
     return rows
+
+
+def rank_parts(parts: list[tuple[str, Callable[..., Any], tuple]]) -> dict[str, Any]:
+    """Each ``(name, fn, args)`` in turn on this rank: ``{name: fn(*args)}``, an exception as ``{"error": line}``
+    (one launch for several checks: every launch costs seconds of process start on a small machine)."""
+    out: dict[str, Any] = {}
+    for name, fn, args in parts:
+        t0 = time.perf_counter()
+        try:
+            out[name] = fn(*args)
+        except Exception as exc:  # reported in the part's rows; the next part still runs
+            traceback.print_exc()
+            out[name] = {"error": one_line(exc)}
+        print(f"part {name}: {time.perf_counter() - t0:.1f} s", flush=True)
+    return out
+
+
+def _part_rows(results: list[dict[str, Any]], part: str, ids: dict[str, str], make) -> list[dict[str, str]]:
+    """``make()``'s rows, or one FAIL row per id (``ids``: id -> name) when a rank's part raised."""
+    errors = [f"rank {rank}: {r[part]['error']}" for rank, r in enumerate(results)
+              if isinstance(r[part], dict) and "error" in r[part]]  # fmt: skip
+    if not errors:
+        try:
+            return make()
+        except AssertionError as exc:
+            errors = [str(exc)]
+    return [row(rid, name, "; ".join(errors), "FAIL") for rid, name in ids.items()]
+
+
+def check_gloo_pair(ctx: Ctx) -> list[dict[str, str]]:
+    """b1, b2, e1, e2, b5 on one ``launch`` of 2 gloo ranks: engine vs torch DDP (results, then step times),
+    then ``ding-dist train`` on both ranks."""
+    sizes = SIZES["quick" if ctx.quick else "full"]
+    exp_dir = os.path.join(ctx.scratch("b5"), "run")
+    parts = [("ddp", rank_engine_vs_ddp, (ctx.device, ctx.size("ddp_steps"))),
+             ("steps", rank_step_times, (ctx.device, sizes)),
+             ("cli", rank_cli_train, (_cli_args(ctx, exp_dir, 1),))]  # fmt: skip
+    results = dd.launch(rank_parts, 2, parts, backend="gloo", timeout=2 * ctx.size("launch_timeout"), comm_timeout=120)
+    where = "cuda:0" if ctx.cuda else "cpu"
+    rows = _part_rows(results, "ddp", {"b1": f"engine = torch DDP bitwise (2 ranks, gloo, {where})",
+                                       "b2": f"compressed algorithms vs DDP (2 ranks, gloo, {where})"},
+                      lambda: engine_vs_ddp_rows(ctx, [r["ddp"] for r in results]))  # fmt: skip
+    rows += _part_rows(results, "cli", {"b5": CLI_LAUNCH_NAME.format(device=ctx.device)},
+                       lambda: [cli_launch_row(ctx, [r["cli"] for r in results], exp_dir)])  # fmt: skip
+    step = "engine vs torch DDP step time, {} (2 ranks gloo on " + where + ")"
+    rows += _part_rows(results, "steps", {"e1": step.format("MLP"), "e2": step.format("Nature-DQN conv")},
+                       lambda: step_time_rows(ctx, results[0]["steps"]))  # fmt: skip
+    return rows
+
+
+# ----------------------------------------------------- (g) image policies and observation normalization
+def image_config(ctx: Ctx, algo: str) -> tuple[Any, Any]:
+    """``configs/cartpole_<algo>_config.py`` on :class:`~ding_dist.envs.toy.FrameStackEnv` (84 x 84; 36 x 36
+    with --quick): Atari's frame shapes and dtype on a machine without ale-py."""
+    from ding_dist.config import read_config
+
+    main, create = read_config(str(CONFIGS[algo]))
+    main.exp_name = f"gpu_check_image_{algo}"
+    envs, batch = ctx.size("image_envs"), ctx.size("image_batch")
+    side = {"side": ctx.size("image_side")}
+    main.env.update(id=None, entry_point="ding_dist.envs.toy:FrameStackEnv", env_kwargs=side,
+                    max_episode_steps=50 if not ctx.quick else 12, collector_env_num=envs, evaluator_env_num=1,
+                    n_evaluator_episode=1, stop_value=None)  # fmt: skip
+    main.policy.eval.eval_freq = 10**9  # one evaluation, at the end
+    main.policy.other = {**main.policy.get("other", {}), "log_freq": 10**9}
+    if algo == "dqn":
+        main.policy.model.hidden_sizes = [ctx.size("image_hidden")]  # on images: the CNN's features, then one layer
+        main.policy.learn.update(batch_size=batch, update_per_collect=ctx.size("image_dqn_updates"),
+                                 learning_starts=4 * batch)  # fmt: skip
+        main.policy.collect.n_sample = 2 * batch
+        main.policy.other.replay_buffer = dict(replay_buffer_size=ctx.size("image_steps"))
+    else:  # PPO and IMPALA: rollouts of 32 (16 with --quick) steps per env, 2 minibatches per epoch
+        main.policy.learn.update(epoch_per_collect=2, batch_size=2 * batch)
+        main.policy.collect.n_sample = 4 * batch
+    if algo == "ppo":
+        create.env_manager.type = "async"  # the env processes start after the policy is on the device
+    return main, create
+
+
+class _Seen:
+    """What the image networks and the frame replay did while a pipeline ran (class-level wrappers)."""
+
+    def __init__(self) -> None:
+        self.cnn_inputs: set[tuple[str, str]] = set()
+        self.frame_samples = 0
+
+
+@contextmanager
+def watch_images() -> Iterator[_Seen]:
+    from ding_dist.data.frame_replay import FrameReplayBuffer
+    from ding_dist.policy.encoders import NatureCNN
+
+    seen = _Seen()
+    forward, sample = NatureCNN.forward, FrameReplayBuffer.sample
+
+    def watched_forward(self, obs):
+        seen.cnn_inputs.add((str(obs.device), str(obs.dtype).replace("torch.", "")))
+        return forward(self, obs)
+
+    def watched_sample(self, *args, **kwargs):
+        seen.frame_samples += 1
+        return sample(self, *args, **kwargs)
+
+    NatureCNN.forward, FrameReplayBuffer.sample = watched_forward, watched_sample
+    try:
+        yield seen
+    finally:
+        NatureCNN.forward, FrameReplayBuffer.sample = forward, sample
+
+
+def check_image_policies(ctx: Ctx) -> list[dict[str, str]]:
+    """g1-g3: DQN (frame replay), PPO (async envs) and IMPALA on stacked uint8 frames, one process each."""
+    from ding_dist.entry import train
+
+    expected = "cuda:0" if ctx.cuda else "cpu"
+    steps = ctx.size("image_steps")
+    side = ctx.size("image_side")
+    rows = []
+    for rid, algo in (("g1", "dqn"), ("g2", "ppo"), ("g3", "impala")):
+        extra = {"dqn": ", FrameReplayBuffer", "ppo": ", env_manager=async", "impala": ""}[algo]
+        name = f"image {algo.upper()} 1 process, Nature-CNN on 4x{side}x{side} uint8{extra}, policy.device={ctx.device}"
+        try:
+            main, create = image_config(ctx, algo)
+            main.policy.device = ctx.device
+            with policy_device_log() as devices, watch_images() as seen:
+                result = train((main, create), seed=0, exp_dir=ctx.scratch(f"{rid}_run"), max_env_steps=steps)
+            assert devices.devices[:1] == [expected], f"policy on {devices.devices}, expected {expected}"
+            assert seen.cnn_inputs == {(expected, "uint8")}, f"the Nature-CNN saw {sorted(seen.cnn_inputs)}"
+            figure = f"{_check_result(result, steps, 1)}; CNN input uint8 on {expected}"
+            if algo == "dqn":
+                assert seen.frame_samples > 0, "the frame replay (FrameReplayBuffer) was never sampled"
+                figure += f"; {seen.frame_samples} FrameReplayBuffer samples"
+            rows.append(row(rid, name, figure))
+        except Exception as exc:  # one policy failing must not hide the others
+            traceback.print_exc()
+            rows.append(row(rid, name, one_line(exc), "FAIL"))
+    return rows
+
+
+def _obs_norm_sync(dev: torch.device) -> dict[str, Any]:
+    """RunningObsNorm on ``dev``: each rank observes its own batch; after ``sync()`` both hold the statistics of
+    both batches (count, mean, m2 in float64)."""
+    from ding_dist.envs.normalization import RunningObsNorm
+
+    rank = comm.get_rank()
+    norm = RunningObsNorm((3,)).to(dev)
+    gen = torch.Generator().manual_seed(300 + rank)
+    batch = torch.randn(5 + 3 * rank, 3, generator=gen, dtype=torch.float64) * (rank + 1) + rank
+    norm.observe(batch.numpy())
+    norm.sync()
+    out = {"count": norm.count.item(), "mean": norm.mean.cpu(), "var": norm.var.cpu(), "batch": batch,
+           "device": str(norm.mean.device), "out_device": str(norm(torch.zeros(2, 3, device=dev)).device)}  # fmt: skip
+    return out
+
+
+# ------------------------------------------------ (h) the looser sync algorithms, 2 ranks, CUDA tensors
+# case: (row id, algorithm, options, optimizer, max |device run - CPU run| allowed on CUDA)
+# The device run and a CPU run of the same algorithm on the same batches go side by side on each rank, the CPU
+# one over a gloo subgroup; on the CPU form both are CPU runs and must agree bitwise. The tolerances on CUDA
+# allow for CUDA's float kernels: the exact algorithms 1e-5, the 8-bit ones a few quantization steps.
+SYNC_CASES: dict[str, tuple[str, str, dict[str, Any], str, float]] = {
+    "decentralized": ("h1", "decentralized", {"topology": "ring"}, "sgd", 1e-5),
+    "low_precision_decentralized": ("h2", "low_precision_decentralized", {}, "sgd", 2e-2),
+    "low_precision_decentralized_hier": ("h2", "low_precision_decentralized", {"hierarchical": True}, "sgd", 2e-2),
+    "local_sgd": ("h3", "local_sgd", {"warmup_steps": 1, "period": 2}, "sgd", 1e-5),
+    "qadam": ("h4", "qadam", {}, "qadam", 2e-2),
+}
+SYNC_NAMES = {
+    "h1": "decentralized (ring: isend/irecv)",
+    "h2": "low_precision_decentralized (flat ring: isend/irecv; hierarchical=True: one node)",
+    "h3": "local_sgd (warmup 1, period 2)",
+    "h4": "qadam (QAdamOptimizer, warmup 2)",
+    "h5": "async (warmup 2, sync_interval_ms 1)",
+}
+SYNC_LR = 0.05
+
+
+def _sync_optimizer(kind: str, params) -> torch.optim.Optimizer:
+    if kind == "qadam":
+        return dd.QAdamOptimizer(params, lr=1e-2, warmup_steps=2)
+    return torch.optim.SGD(params, lr=SYNC_LR)
+
+
+def _train_side_by_side(case: str, dev: torch.device, ref_group: Any, steps: int) -> dict[str, Any]:
+    _, algorithm, options, opt_kind, _ = SYNC_CASES[case]
+    rank = comm.get_rank()
+    runs = {}
+    for where, device, group in (("device", dev, None), ("cpu", torch.device("cpu"), ref_group)):
+        net = small_mlp(seed=rank).to(device)  # different init per rank: the broadcast from rank 0 must fix it
+        model, opt = dd.distribute(net, _sync_optimizer(opt_kind, net.parameters()), algorithm, group=group, **options)
+        runs[where] = (model, opt, device)
+    gen = torch.Generator().manual_seed(100 + rank)
+    for _ in range(steps):
+        x, y = torch.randn(16, 6, generator=gen), torch.randn(16, 3, generator=gen)
+        for model, opt, device in runs.values():
+            opt.zero_grad()
+            ((model(x.to(device)) - y.to(device)) ** 2).mean().backward()
+            opt.step()
+    out = {where: flat(model.parameters()).cpu() for where, (model, _, _) in runs.items()}
+    out["devices"] = sorted({str(p.device) for p in runs["device"][0].parameters()})
+    for model, _, _ in runs.values():
+        model.close()
+    return out
+
+
+def _async_invariant(dev: torch.device, steps: int) -> dict[str, Any]:
+    """``async`` with plain SGD: after ``abort()`` the ranks hold the same weights, and their mean is the start
+    minus lr / n times the sum of every gradient every rank applied (a round keeps the sum of the weights)."""
+    rank = comm.get_rank()
+    net = small_mlp(seed=rank).to(dev)
+    model, opt = dd.distribute(net, torch.optim.SGD(net.parameters(), lr=SYNC_LR), "async", sync_interval_ms=1,
+                               warmup_steps=2)  # fmt: skip
+    w0 = flat(model.parameters()).double()
+    grads = torch.zeros_like(w0)
+    gen = torch.Generator().manual_seed(200 + rank)
+    for _ in range(steps + 3 * rank):  # ranks run different numbers of steps
+        x, y = torch.randn(16, 6, generator=gen).to(dev), torch.randn(16, 3, generator=gen).to(dev)
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        grads += torch.cat([p.grad.detach().reshape(-1) for p in model.parameters()]).double()
+        opt.step()
+    model.abort()
+    devices = sorted({str(p.device) for p in model.parameters()})
+    out = {"w0": w0.cpu(), "grads": grads.cpu(), "w": flat(model.parameters()).cpu(), "devices": devices}
+    out["rounds"] = model.engine.state.rounds
+    model.close()
+    return out
+
+
+def _p2p_exchange(dev: torch.device) -> dict[str, Any]:
+    """``isend``/``irecv`` of a device tensor with the other rank, and the blocking ``send``/``recv``."""
+    rank = comm.get_rank()
+    peer = 1 - rank
+    mine = torch.arange(6.0, device=dev) + 10 * rank
+    got = torch.zeros(6, device=dev)
+    handles = [comm.isend(mine, peer), comm.irecv(got, peer)]
+    for h in handles:
+        h.wait()
+    back = torch.zeros(6, device=dev)
+    if rank == 0:
+        comm.send(mine * 2, peer)
+        comm.recv(back, peer)
+    else:
+        comm.recv(back, peer)
+        comm.send(mine * 2, peer)
+    return {"async": got.cpu(), "blocking": back.cpu(), "device": str(got.device)}
+
+
+def obs_norm_config(ctx: Ctx) -> tuple[Any, Any]:
+    """``configs/cartpole_ppo_config.py`` with ``policy.model.obs_norm=True`` on the device (h6)."""
+    from ding_dist.config import read_config
+
+    main, create = read_config(str(CONFIGS["ppo"]))
+    main.policy.model.obs_norm = True
+    main.policy.device = ctx.device
+    main.env.update(evaluator_env_num=2, n_evaluator_episode=2)
+    if ctx.quick:
+        main.policy.learn.epoch_per_collect = 2
+    return main, create
+
+
+def _obs_norm_pipeline(config: tuple[Any, Any], exp_dir: str, steps: int) -> dict[str, Any]:
+    from ding_dist.entry import train
+
+    with policy_device_log() as seen:
+        result = train(config, seed=0, exp_dir=exp_dir, max_env_steps=steps)
+    keys = ("env_steps", "train_iters", "world_size", "last_eval_return", "stopped_by")
+    return {"devices": seen.devices, "result": {k: result.get(k) for k in keys}}
+
+
+def rank_sync_algorithms(
+    device: str, steps: int, cases: list[str], with_async: bool, obs_norm: tuple | None = None
+) -> dict[str, Any]:
+    """Point-to-point, each of ``cases`` side by side with its CPU run, then ``async``'s invariant, then (h6)
+    observation normalization: its statistics' sync, and ``obs_norm`` = (config, exp_dir, env steps) through the
+    pipeline; plus the CUDA device the library set for this rank before this function touched it."""
+    out: dict[str, Any] = {}
+    if device == "cuda":
+        out["current_device"] = torch.cuda.current_device()  # before _rank_device sets it: the library's choice
+        out["rank_cuda_index"] = dd.rank_cuda_index()
+    dev = _rank_device(device)
+    out["comm_device"] = str(dd.comm_device())
+    ref_group = dd.new_group([0, 1], backend="gloo")
+    jobs: dict[str, Callable[[], dict[str, Any]]] = {"p2p": lambda: _p2p_exchange(dev)}
+    if obs_norm is not None:  # check h0 (not n1): b3's pipeline collectives too
+        jobs["b3"] = lambda: rank_pipeline_collectives(device)
+    jobs.update({case: functools.partial(_train_side_by_side, case, dev, ref_group, steps) for case in cases})
+    if with_async:
+        jobs["async"] = lambda: _async_invariant(dev, steps)
+    if obs_norm is not None:
+        jobs["obs_norm_sync"] = lambda: _obs_norm_sync(dev)
+        jobs["obs_norm_pipeline"] = lambda: _obs_norm_pipeline(*obs_norm)
+    for name, job in jobs.items():
+        t0 = time.perf_counter()
+        try:
+            out[name] = job()
+        except Exception as exc:  # one case failing must not hide the others
+            out[name] = {"error": one_line(exc)}
+        out[name]["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def _p2p_problems(results: list[dict[str, Any]], dev_of: Callable[[int], str]) -> list[str]:
+    problems = []
+    for rank, r in enumerate(results):
+        got = r["p2p"]
+        if "error" in got:
+            problems.append(f"p2p rank {rank}: {got['error']}")
+            continue
+        want = torch.arange(6.0) + 10 * (1 - rank)
+        if not torch.equal(got["async"], want):
+            problems.append(f"rank {rank}: irecv got {got['async'].tolist()}, expected {want.tolist()}")
+        if not torch.equal(got["blocking"], want * 2):
+            problems.append(f"rank {rank}: recv got {got['blocking'].tolist()}, expected {(want * 2).tolist()}")
+        if got["device"] != dev_of(rank):
+            problems.append(f"rank {rank}: received on {got['device']}, expected {dev_of(rank)}")
+    return problems
+
+
+def _device_problems(cuda: bool, results: list[dict[str, Any]], dev_of: Callable[[int], str]) -> list[str]:
+    """The device each rank's collectives use, and (CUDA) the device the library set before the check did."""
+    problems = []
+    for rank, r in enumerate(results):
+        if r["comm_device"] != dev_of(rank):
+            problems.append(f"rank {rank}: comm_device() {r['comm_device']}, expected {dev_of(rank)}")
+        if cuda and r["current_device"] != r["rank_cuda_index"]:
+            problems.append(f"rank {rank}: current CUDA device {r['current_device']} is not rank_cuda_index() "
+                            f"{r['rank_cuda_index']} (the process group's setup did not set it)")  # fmt: skip
+    return problems
+
+
+def _case_problems(
+    cuda: bool, case: str, results: list[dict[str, Any]], dev_of: Callable[[int], str]
+) -> tuple[list[str], float]:
+    """The device run on the device, and within the case's tolerance of the CPU run (bitwise on the CPU form)."""
+    tol = SYNC_CASES[case][4] if cuda else 0.0
+    problems, worst = [], 0.0
+    for rank, r in enumerate(results):
+        got = r[case]
+        if "error" in got:
+            problems.append(f"{case} rank {rank}: {got['error']}")
+            continue
+        if got["devices"] != [dev_of(rank)]:
+            problems.append(f"{case} rank {rank}: parameters on {got['devices']}, expected {dev_of(rank)}")
+        diff = (got["device"] - got["cpu"]).abs().max().item()
+        worst = max(worst, diff)
+        if not (torch.equal(got["device"], got["cpu"]) if tol == 0.0 else diff <= tol):
+            problems.append(f"{case} rank {rank}: max |device run - cpu run| {diff:.3g} > {tol:g}")
+    return problems, worst
+
+
+def _async_row(results: list[dict[str, Any]], dev: str, where: str) -> dict[str, str]:
+    name = f"{SYNC_NAMES['h5']} ({where})"
+    runs = [r["async"] for r in results]
+    errors = [f"rank {rank}: {run['error']}" for rank, run in enumerate(runs) if "error" in run]
+    if errors:
+        return row("h5", name, "; ".join(errors), "FAIL")
+    problems = []
+    if not torch.equal(runs[0]["w"], runs[1]["w"]):
+        diff = (runs[0]["w"] - runs[1]["w"]).abs().max().item()
+        problems.append(f"the ranks' weights differ after abort() (max {diff:.3g})")
+    expected = runs[0]["w0"] - SYNC_LR / len(runs) * sum(run["grads"] for run in runs)
+    diff = (runs[0]["w"].double() - expected).abs().max().item()
+    if diff > 1e-5:
+        problems.append(f"max |mean weights - (w0 - lr/n * sum of all gradients)| {diff:.3g} > 1e-05")
+    for rank, run in enumerate(runs):
+        if run["devices"] != [dev]:
+            problems.append(f"rank {rank}: parameters on {run['devices']}, expected {dev}")
+    if problems:
+        return row("h5", name, "; ".join(problems), "FAIL")
+    figure = (f"weights identical after abort(), sum of the weights kept (max diff {diff:.2g}); "
+              f"{runs[0]['rounds']} averaging rounds on rank 0")  # fmt: skip
+    return row("h5", name, figure)
+
+
+def _cases_row(cuda: bool, rid: str, name: str, cases: list[str], results, dev_of, steps: int) -> dict[str, str]:
+    problems, worsts = [], []
+    for case in cases:
+        found, worst = _case_problems(cuda, case, results, dev_of)
+        problems += found
+        worsts.append(f"{case} {worst:.2g}")
+    if problems:
+        return row(rid, name, "; ".join(problems), "FAIL")
+    what = "max |diff| from" if cuda else "bit-identical to"
+    return row(rid, name, f"{steps} steps, {what} the same run on cpu: " + ", ".join(worsts))
+
+
+def check_sync_algorithms(ctx: Ctx) -> list[dict[str, str]]:
+    """b3, h0-h6: 2 ranks on one device, backend ``{device}:gloo`` (``cuda:gloo`` moves CUDA tensors only, as
+    nccl does); the CPU runs of h1-h4 go over a gloo subgroup."""
+    backend = f"{ctx.device}:gloo"
+    dev = "cuda:0" if ctx.cuda else "cpu"
+    where = f"2 ranks, backend={backend}, {dev}"
+    steps = ctx.size("sync_steps")
+    obs_norm = (obs_norm_config(ctx), os.path.join(ctx.scratch("h6"), "run"), ctx.size("cli_steps"))
+    results = dd.launch(rank_sync_algorithms, 2, ctx.device, steps, list(SYNC_CASES), True, obs_norm,
+                        backend=backend, timeout=ctx.size("launch_timeout"), comm_timeout=120)  # fmt: skip
+
+    def dev_of(rank: int) -> str:
+        return dev
+
+    name = f"point-to-point and the ranks' devices ({where})"
+    problems = _device_problems(ctx.cuda, results, dev_of) + _p2p_problems(results, dev_of)
+    figure = f"isend/irecv and send/recv delivered the peer's values on {dev}; comm_device() {dev} on both ranks"
+    rows = [row("h0", name, "; ".join(problems), "FAIL") if problems else row("h0", name, figure)]
+    for rid in ("h1", "h2", "h3", "h4"):
+        cases = [c for c, spec in SYNC_CASES.items() if spec[0] == rid]
+        rows.append(_cases_row(ctx.cuda, rid, f"{SYNC_NAMES[rid]} ({where})", cases, results, dev_of, steps))
+    rows.append(_async_row(results, dev, where))
+    rows.append(_obs_norm_row(ctx, results, dev, where))
+    errors = [f"rank {rank}: {r['b3']['error']}" for rank, r in enumerate(results) if "error" in r["b3"]]
+    try:
+        assert not errors, "; ".join(errors)
+        rows.append(pipeline_collectives_row(ctx, [r["b3"] for r in results], backend))
+    except AssertionError as exc:
+        rows.append(row("b3", f"pipeline collectives, 2 ranks backend={backend}", str(exc), "FAIL"))
+    return rows
+
+
+def _obs_norm_row(ctx: Ctx, results: list[dict[str, Any]], dev: str, where: str) -> dict[str, str]:
+    name = f"PPO policy.model.obs_norm=True: statistics synced, then the pipeline ({where})"
+    problems = [f"rank {rank}: {r[job]['error']}" for rank, r in enumerate(results)
+                for job in ("obs_norm_sync", "obs_norm_pipeline") if "error" in r[job]]  # fmt: skip
+    if problems:
+        return row("h6", name, "; ".join(problems), "FAIL")
+    both = torch.cat([r["obs_norm_sync"]["batch"] for r in results])
+    for rank, r in enumerate(results):
+        d = r["obs_norm_sync"]
+        if d["count"] != len(both):
+            problems.append(f"rank {rank}: count {d['count']} after sync, expected {len(both)}")
+        if not torch.allclose(d["mean"], both.mean(0), rtol=0, atol=1e-10):
+            problems.append(f"rank {rank}: mean {d['mean'].tolist()}, expected {both.mean(0).tolist()}")
+        if not torch.allclose(d["var"], both.var(0, unbiased=False), rtol=0, atol=1e-10):
+            problems.append(f"rank {rank}: var {d['var'].tolist()}")
+        if not d["device"] == d["out_device"] == dev:
+            problems.append(f"rank {rank}: statistics on {d['device']}, output on {d['out_device']}, expected {dev}")
+        if r["obs_norm_pipeline"]["devices"] != [dev]:
+            problems.append(f"rank {rank}: policy on {r['obs_norm_pipeline']['devices']}, expected {dev}")
+    try:
+        figure = _check_result(results[0]["obs_norm_pipeline"]["result"], ctx.size("cli_steps"), 2)
+    except AssertionError as exc:
+        problems.append(f"pipeline: {exc}")
+    if problems:
+        return row("h6", name, "; ".join(problems), "FAIL")
+    return row("h6", name, f"both ranks' statistics merged exactly on {dev}; pipeline: {figure}")
+
+
+def check_nccl_p2p(ctx: Ctx) -> list[dict[str, str]]:
+    """n1: 2 ranks on nccl (one GPU each): point-to-point and the decentralized algorithms over NCCL."""
+    name = "nccl, 2 ranks on 2 GPUs: isend/irecv, decentralized, low_precision_decentralized"
+    gpus = torch.cuda.device_count() if ctx.cuda else 0
+    if gpus < 2:
+        status = "skipped: needs 2 GPUs" if ctx.cuda else f"skipped: {_no_cuda_reason()}"
+        figure = (f"{gpus} GPU(s) visible; NCCL refuses two ranks on one GPU ('Duplicate GPU detected'); h0-h2 run "
+                  "the same code over gloo with CUDA tensors on one GPU")  # fmt: skip
+        return [row("n1", name, figure, status)]
+    cases = ["decentralized", "low_precision_decentralized"]
+    steps = ctx.size("sync_steps")
+    results = dd.launch(rank_sync_algorithms, 2, ctx.device, steps, cases, False, backend="nccl",
+                        timeout=ctx.size("launch_timeout"), comm_timeout=60)  # fmt: skip
+
+    def dev_of(rank: int) -> str:
+        return f"cuda:{results[rank]['rank_cuda_index']}"
+
+    problems = _device_problems(True, results, dev_of) + _p2p_problems(results, dev_of)
+    got = _cases_row(True, "n1", name, cases, results, dev_of, steps)
+    if problems or got["status"] != "ok":
+        return [row("n1", name, "; ".join(problems + ([got["figure"]] if got["status"] != "ok" else [])), "FAIL")]
+    return [row("n1", name, "isend/irecv, send/recv right on both GPUs; " + got["figure"])]
 
 
 # --------------------------------------------------------------------------------------- self test
@@ -982,17 +1488,23 @@ CHECKS: dict[str, tuple[str, Callable[..., list[dict[str, str]]], tuple, list[st
     "a2": ("pipeline PPO", check_pipeline, ("a2", "ppo", "{device}"), ["a2"]),
     "a3": ("pipeline SAC", check_pipeline, ("a3", "sac", "{device}"), ["a3"]),
     "a4": ("pipeline PPO, policy.device=auto", check_pipeline, ("a4", "auto", "auto"), ["a4"]),
-    "b1": ("engine vs torch DDP, 2 ranks gloo", check_engine_vs_ddp, (), ["b1", "b2"]),
-    "b3": ("pipeline collectives, 2 ranks device-only gloo", check_pipeline_collectives, (), ["b3"]),
+    "a5": ("pipeline IMPALA", check_pipeline, ("a5", "impala", "{device}"), ["a5"]),
+    "b1": ("2 gloo ranks: engine vs torch DDP, ding-dist train", check_gloo_pair, (), ["b1", "b2", "e1", "e2", "b5"]),
     "b4": ("pytest tests/comm/test_devices.py", check_pytest_devices, (), ["b4"]),
-    "b5": ("ding-dist train, 2 ranks gloo (launch)", check_cli_launch, (), ["b5"]),
     "b6": ("ding-dist train --nproc 2 (torchrun)", check_cli_torchrun, (), ["b6"]),
     "c1": ("nccl world of one: collectives", check_nccl_collectives, (), ["c1"]),
     "c2": ("nccl world of one: distribute", check_nccl_distribute, (), ["c2"]),
     "d1": ("learner updates/s, Nature-DQN conv", check_learner_rate, ("d1", "conv"), ["d1"]),
     "d2": ("learner updates/s, CartPole MLP", check_learner_rate, ("d2", "mlp"), ["d2"]),
-    "e1": ("engine vs torch DDP step time", check_step_times, (), ["e1", "e2"]),
-    "f1": ("ding-dist train --actors 1 --learners 1", check_actor_learner, (), ["f1"]),
+    "f1": ("ding-dist train --actors N --learners M", check_actor_learner, (), list(AL_RUNS)),
+    "g1": ("image policies, 1 process", check_image_policies, (), ["g1", "g2", "g3"]),
+    "h0": (
+        "2 ranks on one device: collectives, sync algorithms, obs_norm",
+        check_sync_algorithms,
+        (),
+        ["b3"] + [f"h{i}" for i in range(7)],
+    ),
+    "n1": ("nccl 2 ranks: point-to-point", check_nccl_p2p, (), ["n1"]),
 }
 SELF_TEST: dict[str, tuple[str, Callable[..., list[dict[str, str]]], tuple, list[str]]] = {
     "z1": ("self test: raises", check_self_test, ("raise",), ["z1"]),

@@ -197,6 +197,8 @@ class TorchLink:
         dist.all_gather_object(outputs, obj, group=group)
 
     def p2p(self, kind: str, tensor: torch.Tensor, peer: int, group: Any):
+        if tensor.device.type == "cuda" and _gloo_moves_cuda(group):
+            return _host_staged_p2p(kind, tensor, peer, group)
         if kind == "send":
             return dist.send(tensor, dst=peer, group=group)
         if kind == "recv":
@@ -208,6 +210,47 @@ class TorchLink:
     def _object_device(self) -> torch.device | None:
         device = self.device()
         return device if device.type == "cuda" else None
+
+
+def cuda_backend_of(config: str) -> str | None:
+    """The backend that moves CUDA tensors in a torch backend config, None when none does.
+
+    Example:
+        >>> cuda_backend_of("cpu:gloo,cuda:nccl"), cuda_backend_of("cuda:gloo"), cuda_backend_of("gloo")
+        ('nccl', 'gloo', 'gloo')
+    """
+    for part in str(config).lower().split(","):
+        device, sep, name = part.strip().partition(":")
+        if sep and device == "cuda":
+            return name.strip()
+        if not sep and device in ("gloo", "nccl"):  # a bare name: gloo moves every device, nccl CUDA only
+            return device
+    return None
+
+
+def _gloo_moves_cuda(group: Any) -> bool:
+    return cuda_backend_of(dist.get_backend_config(group)) == "gloo"  # asked for CUDA tensors only: no cache
+
+
+def _host_staged_p2p(kind: str, tensor: torch.Tensor, peer: int, group: Any) -> CommHandle | None:
+    """Point-to-point of a CUDA tensor over gloo, through a host copy.
+
+    gloo's send and recv hand the tensor's address to the TCP transport as host memory (it has CUDA forms
+    of its collectives, not of send/recv), so a CUDA tensor is copied to the host first (send) or received
+    into a host buffer and copied to the device in ``wait()`` (recv). The handle's tensor is the caller's.
+    """
+    if kind in ("send", "isend"):
+        host = tensor.detach().to("cpu", copy=True)  # the data as of this call (a CUDA tensor is copied anyway)
+        if kind == "send":
+            dist.send(host, dst=peer, group=group)
+            return None
+        return CommHandle(dist.isend(host, dst=peer, group=group), tensor)  # the work keeps ``host`` alive
+    host = torch.empty(tensor.shape, dtype=tensor.dtype)
+    if kind == "recv":
+        dist.recv(host, src=peer, group=group)
+        tensor.copy_(host)
+        return None
+    return CommHandle(dist.irecv(host, src=peer, group=group), tensor, finish=lambda: tensor.copy_(host))
 
 
 class NonMemberLink(FakeLink):
