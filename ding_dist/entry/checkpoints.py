@@ -95,7 +95,7 @@ class CheckpointMixin:
                 "policy": self.policy.state_dict(),
                 "policy_type": self.cfg.create_config.policy.type,
                 "max_env_steps": self.max_env_steps,
-                "counters": c.state(),
+                "counters": {**c.state(), "wall_time_s": c.wall_time_s + self.segment_wall_time()},
                 "rng": rng_states,
                 **self.checkpoint_extra(),
             }

@@ -33,6 +33,7 @@ import argparse
 import copy
 import difflib
 import json
+import logging
 import math
 import os
 import signal
@@ -45,7 +46,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ding_dist.config import ConfigError, parse_override, read_config
+from ding_dist.config.presets import find_config
 from ding_dist.utils.exp_lock import ExperimentInUseError
+from ding_dist.utils.fileio import shown_path
 from ding_dist.utils.logging import TRACK_ENV, WANDB_HINT, get_logger
 
 # load_curves and plot_curves (ding_dist.entry.plot) are importable from here too, see __getattr__
@@ -61,6 +64,7 @@ TIMEOUT_ENV = "DING_DIST_TIMEOUT"
 ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
 SHARE_STORE_ENV = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 START_METHOD_ENV = "DING_DIST_START_METHOD"
+EVAL_EPISODES = 10  # eval's --episodes default (the recording of --video/--gif defaults to 1 episode)
 PLOT_KEYS = ("rollout/ep_rew_mean", "eval/mean_reward")
 
 
@@ -102,6 +106,16 @@ def _suggest_flag(parser: argparse.ArgumentParser, message: str) -> str:
 
 
 # --------------------------------------------------------------------------------- argument types
+class _Given(argparse.Action):
+    """Store the value and note that it was given: ``args.<dest>_given`` (eval's recordings default to 1
+    episode, the evaluation to ``--episodes``' default)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:  # fmt: skip
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_given", True)
+
+
 def _int_at_least(low: int):
     def parse(text: str) -> int:
         try:
@@ -140,8 +154,31 @@ def _override(text: str) -> str:
     return text
 
 
+TRAIN_EXAMPLES = """examples:
+  ding-dist train configs/cartpole_ppo_config.py             # one process (the fake link)
+  ding-dist train cartpole_ppo --nproc 2                      # a shipped config by name, 2 local processes
+  ding-dist train --algo ppo --env Pendulum-v1 --set policy.learn.batch_size=128
+  ding-dist train configs/cartpole_impala_config.py --actors 2 --learners 1
+  ding-dist train --resume runs/cartpole_ppo --max-env-steps 100000"""
+RESUME_EXAMPLES = """examples:
+  ding-dist resume runs/cartpole_ppo                          # on the run's own processes and roles
+  ding-dist resume runs/cartpole_ppo --max-env-steps 200000 --nproc 2
+  ding-dist resume runs/cartpole_ppo --set env.stop_value=None   # continue a run that solved its task"""
+EVAL_EXAMPLES = """examples:
+  ding-dist eval --ckpt runs/cartpole_ppo                     # the run's newest checkpoint, its own config
+  ding-dist eval --ckpt runs/cartpole_ppo/ckpt/ckpt_000016384.pt --episodes 20 --json
+  ding-dist eval --ckpt runs/cartpole_ppo --video cartpole.mp4   # one greedy episode as an MP4"""
+PLOT_EXAMPLES = """examples:
+  ding-dist plot runs/cartpole_ppo --out curve.png
+  ding-dist plot runs/ppo_s0 runs/ppo_s1 runs/ppo_s2 --smooth 3    # seeds: their mean and a 95% band
+  ding-dist plot runs --keys eval/mean_reward,train/loss --x wall_time"""
+CONFIG_EXAMPLES = """examples:
+  ding-dist config show configs/cartpole_dqn_config.py
+  ding-dist config show my_ding_config.py --set policy.learn.batch_size=64 --markdown"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of ``ding-dist`` (sub-commands train, eval, plot).
+    """The argparse parser of ``ding-dist`` (sub-commands train, resume, eval, plot, config).
 
     Example:
         >>> args = build_parser().parse_args(["train", "cfg.py", "--nproc", "2", "--set", "seed=3"])
@@ -150,39 +187,35 @@ def build_parser() -> argparse.ArgumentParser:
     """
     parser = _Parser(prog=PROG, description="Train, evaluate and plot ding_dist RL runs.", allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,plot}", parser_class=_Parser)
-
-    train = sub.add_parser("train", help="train from a config file", allow_abbrev=False)
-    train.add_argument(
-        "config",
-        nargs="?",
-        default=None,
-        help="Python config file defining main_config (and create_config); with --resume: the run's saved one",
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{train,resume,eval,plot,config}", parser_class=_Parser
     )
-    train.add_argument("--algo", default=None, help="train this policy (dqn, ppo, sac, ...) without a config file")
-    train.add_argument("--env", default=None, help="with --algo: the gymnasium env id (tuned values for shipped envs)")
-    train.add_argument(
+
+    # train's options, shared with resume (a parent parser)
+    shared = _Parser(add_help=False, allow_abbrev=False)
+    shared.add_argument(
         "--nproc",
         type=_int_at_least(1),
-        default=1,
-        help="local processes; > 1 starts them with torchrun (ignored when already under a launcher)",
+        default=None,
+        help="local processes; > 1 starts them with torchrun (ignored when already under a launcher); default 1, "
+        "with --resume the run's own world size and roles",
     )
-    train.add_argument(
+    shared.add_argument(
         "--actors",
         metavar="N",
         type=_int_at_least(1),
         default=None,
         help="actor-learner mode: N processes that only collect (sets actor_learner.actors; the world is N + M)",
     )
-    train.add_argument(
+    shared.add_argument(
         "--learners",
         metavar="M",
         type=_int_at_least(1),
         default=None,
         help="with --actors: M learner processes that synchronize gradients among themselves (default 1)",
     )
-    train.add_argument("--seed", type=_seed, default=None, help="random seed (default: the config's, else 0)")
-    train.add_argument(
+    shared.add_argument("--seed", type=_seed, default=None, help="random seed (default: the config's, else 0)")
+    shared.add_argument(
         "--set",
         dest="overrides",
         metavar="KEY=VALUE",
@@ -192,15 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="config overrides, e.g. --set policy.learn.batch_size=64 env.collector_env_num=4",
     )
-    train.add_argument("--exp-dir", default=None, help="experiment folder (default: runs/<exp_name>)")
-    train.add_argument(
+    shared.add_argument(
         "--max-env-steps",
         type=_int_at_least(1),
         default=None,
         help="stop after N env steps",
     )
-    train.add_argument("--resume", metavar="EXP_DIR", default=None, help="continue the run saved in EXP_DIR")
-    train.add_argument(
+    shared.add_argument(
         "--timeout",
         metavar="SECONDS",
         type=_seconds,
@@ -208,14 +239,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="collective timeout of every rank: a rank that waits longer on a peer fails (sets DING_DIST_TIMEOUT; "
         "default: $DING_DIST_TIMEOUT or 1800)",
     )
-    train.add_argument(
+    shared.add_argument(
         "--health-timeout",
         metavar="SECONDS",
         type=_seconds,
         default=60.0,
         help="bound of the health check of all ranks before each evaluation and checkpoint (default 60)",
     )
-    train.add_argument(
+    shared.add_argument(
         "--max-restarts",
         metavar="K",
         type=_int_at_least(0),
@@ -223,20 +254,46 @@ def build_parser() -> argparse.ArgumentParser:
         help="restart all ranks up to K times after a failure, continuing from the newest complete checkpoint "
         "(runs under torchrun, also with --nproc 1)",
     )
-    train.add_argument(
+    shared.add_argument(
         "--debug",
         action="store_true",
         help="check every collective for mismatches across ranks and compare the networks every "
         "100 train iterations and at each checkpoint (sets DING_DIST_DEBUG=1; slower)",
     )
-    train.add_argument(
+    shared.add_argument(
         "--track",
         action="store_true",
         help="also log to Weights & Biases (wandb.init with sync_tensorboard, on the logging rank; offline "
         "unless WANDB_MODE or WANDB_API_KEY is set; needs: pip install -e .[wandb])",
     )
 
-    ev = sub.add_parser("eval", help="evaluate a checkpoint", allow_abbrev=False)
+    train = sub.add_parser(
+        "train", parents=[shared], help="train from a config file", allow_abbrev=False, epilog=TRAIN_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    train.add_argument(
+        "config",
+        nargs="?",
+        default=None,
+        help="Python config file defining main_config (and create_config); with --resume: the run's saved one",
+    )
+    train.add_argument("--algo", default=None, help="train this policy (dqn, ppo, sac, ...) without a config file")
+    train.add_argument("--env", default=None, help="with --algo: the gymnasium env id (tuned values for shipped envs)")
+    train.add_argument("--exp-dir", default=None, help="experiment folder (default: runs/<exp_name>)")
+    train.add_argument("--resume", metavar="EXP_DIR", default=None, help="continue the run saved in EXP_DIR")
+    resume = sub.add_parser(
+        "resume", parents=[shared], help="continue a run (train --resume EXP_DIR)", allow_abbrev=False,
+        epilog=RESUME_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    resume.add_argument("resume", metavar="EXP_DIR", help="the run's experiment folder")
+    resume.add_argument(
+        "--config", default=None, help="another config file to continue with (default: the run's own saved one)"
+    )
+
+    ev = sub.add_parser(
+        "eval", help="evaluate a checkpoint", allow_abbrev=False, epilog=EVAL_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     ev.add_argument(
         "config",
         nargs="?",
@@ -244,24 +301,42 @@ def build_parser() -> argparse.ArgumentParser:
         help="the config file the checkpoint was trained with (default: the run's own saved config)",
     )
     ev.add_argument("--ckpt", required=True, help="checkpoint file, or a folder: its newest complete checkpoint")
-    ev.add_argument("--episodes", type=_int_at_least(1), default=10, help="episodes (default 10)")
+    ev.add_argument(
+        "--episodes",
+        type=_int_at_least(1),
+        default=EVAL_EPISODES,
+        action=_Given,
+        metavar="K",
+        help=f"evaluation episodes (default {EVAL_EPISODES}); with --video/--gif also the episodes recorded, "
+        "back to back in the one file (default: 1 recorded)",
+    )
     ev.add_argument("--seed", type=_seed, default=0, help="evaluation seed (default 0)")
     ev.add_argument("--json", action="store_true", help="print one JSON object with every episode's return and length")
     ev.add_argument(
         "--video",
         metavar="OUT.mp4",
         default=None,
-        help="also record --episodes greedy episodes with gymnasium's RecordVideo (needs the render extra)",
+        help="also write OUT.mp4 (H.264): 1 greedy episode, or K back to back with --episodes K; "
+        'needs the render extra: pip install -e ".[render]"',
     )
     ev.add_argument(
         "--gif",
         metavar="OUT.gif",
         default=None,
-        help="also record --episodes greedy episodes as animated GIFs (rgb_array frames; needs the render extra)",
+        help="also write OUT.gif (animated): 1 greedy episode, or K back to back with --episodes K; "
+        'needs the render extra: pip install -e ".[render]"',
     )
 
-    plot = sub.add_parser("plot", help="learning-curve PNG from runs' logs", allow_abbrev=False)
-    plot.add_argument("exp_dirs", nargs="+", metavar="EXP_DIR", help="one or more experiment folders")
+    plot = sub.add_parser(
+        "plot", help="learning-curve PNG from runs' logs", allow_abbrev=False, epilog=PLOT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    plot.add_argument(
+        "exp_dirs",
+        nargs="+",
+        metavar="EXP_DIR",
+        help="one or more experiment folders, or folders of them (the runs one or two levels down)",
+    )
     plot.add_argument("--out", default=None, help="PNG path (default: <first EXP_DIR>/learning_curve.png)")
     plot.add_argument(
         "--keys",
@@ -289,7 +364,10 @@ def build_parser() -> argparse.ArgumentParser:
         "confidence band (Student t over the seeds)",
     )
 
-    config = sub.add_parser("config", help="inspect a config file", allow_abbrev=False)
+    config = sub.add_parser(
+        "config", help="inspect a config file", allow_abbrev=False, epilog=CONFIG_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="{show}", parser_class=_Parser)
     show = config_sub.add_parser(
         "show", help="every key of the resolved config: value, type, default, meaning", allow_abbrev=False
@@ -312,7 +390,7 @@ def _version() -> str:
 
 # --------------------------------------------------------------------------------------- helpers
 def _check_config(path: str) -> Path:
-    p = Path(path)
+    p = find_config(path)  # the file, or a shipped config by name: ding-dist train cartpole_ppo
     read_config(p)  # raises ConfigError naming the file when it is missing or broken
     return p.resolve()
 
@@ -471,6 +549,25 @@ def _report_failures(failures: dict[int, Any], nproc: int, max_restarts: int) ->
     return EXIT_USAGE if failure.exitcode == EXIT_USAGE else 1
 
 
+class _AgentShutdownLines(logging.Filter):
+    """Drops torchrun's agent's warnings about stopping the ranks on a signal (``Received 2 death signal,
+    shutting down workers``, ``Closing process N via signal SIGINT``): the launcher says it once, in its own
+    line. Other agent lines (restarts, failures) pass."""
+
+    NOISE = ("death signal, shutting down workers", "via signal SIG")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(noise in message for noise in self.NOISE)
+
+
+def _quiet_agent_shutdown() -> None:
+    for name in ("torch.distributed.elastic.agent.server.api", "torch.distributed.elastic.multiprocessing.api"):
+        log = logging.getLogger(name)
+        if not any(isinstance(f, _AgentShutdownLines) for f in log.filters):
+            log.addFilter(_AgentShutdownLines())
+
+
 def _launch_local(nproc: int, max_restarts: int, child_argv: list[str]) -> int:
     """Start ``nproc`` local ranks of ``ding-dist train`` with torch's launcher (torchrun --standalone).
 
@@ -503,6 +600,7 @@ def _launch_local(nproc: int, max_restarts: int, child_argv: list[str]) -> int:
         f"{restarts})",
         file=sys.stderr,
     )
+    _quiet_agent_shutdown()
     # torchrun's agent replaces these handlers (main thread only); put ours back when it is done.
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
     restore = threading.current_thread() is threading.main_thread()
@@ -574,7 +672,7 @@ def _summary(result: dict[str, Any], exp_dir: str | None) -> str:
         return f"{value:.2f}" if isinstance(value, (int, float)) else str(value)
 
     folder = result.get("exp_dir") or exp_dir
-    where = f"; result: {Path(folder) / 'result.json'}" if folder else ""
+    where = f"; result: {shown_path(Path(folder) / 'result.json')}" if folder else ""
     return (
         f"trained {result.get('env_steps')} env steps ({result.get('train_iters')} train iters, "
         f"world size {result.get('world_size')}) in {num('wall_time_s')} s; "
@@ -624,6 +722,8 @@ def _compile_and_try(config: Path, args: argparse.Namespace) -> Any:
             max_episode_steps=env.get("max_episode_steps"),
         )
     except Exception as e:  # unknown id, missing module, bad env_kwargs: the env's own message says which
+        if getattr(args, "algo", None) is not None:  # --algo/--env: no config file of the user's to name
+            raise UsageError(f"--env {env.get('id')!r}: {_first_line(e)}") from e
         raise UsageError(f"config {str(config)!r}: {what} cannot be made: {_first_line(e)}") from e
     try:  # the policy on this env's spaces (on CPU): e.g. DQN on a Box action space is one line, not a traceback
         from ding_dist.entry.experiment import build_policy
@@ -714,12 +814,15 @@ def _train(args: argparse.Namespace) -> int:
 
         args.config = str(preset_config(args.algo, args.env))
     config = _check_config(args.config)
+    resumed = None
     if args.resume is not None:
         if not Path(args.resume).is_dir():
             raise UsageError(f"--resume {args.resume!r} is not an experiment folder")
         resumed = CheckpointManager(Path(args.resume) / "ckpt").load_latest()
         if resumed is None:
             raise UsageError(f"--resume {args.resume!r}: no complete checkpoint in its ckpt/ folder")
+    if args.nproc is None:
+        args.nproc = 1 if resumed is None or _under_launcher() else _resumed_world(args, resumed)
     if args.exp_dir is not None and Path(args.exp_dir).exists() and not Path(args.exp_dir).is_dir():
         raise UsageError(f"--exp-dir {args.exp_dir!r} exists and is not a folder")
     if args.exp_dir is not None and args.resume is None and not _under_launcher() and pipeline.holds_run(args.exp_dir):
@@ -730,6 +833,8 @@ def _train(args: argparse.Namespace) -> int:
     asked_nproc = args.nproc
     args.nproc = _actor_learner_nproc(args)
     cfg = _check_compiles(config, args)
+    if not _under_launcher():  # a folder no rank can write: one line now, not a traceback from every rank
+        _check_writable(args.exp_dir or args.resume or pipeline.default_exp_dir(cfg.exp_name), args)
     if args.resume is not None and _resume_is_done(args, cfg, resumed):
         return 0
     if cfg.actor_learner.actors and args.actors is None:  # the roles come from the config file
@@ -746,7 +851,7 @@ def _train(args: argparse.Namespace) -> int:
         env[TRACK_ENV] = _check_wandb()
     with _env_set(env | _restart_env(args.max_restarts)):
         if _under_launcher():
-            if asked_nproc > 1 or args.max_restarts:
+            if (asked_nproc or 1) > 1 or args.max_restarts:
                 print(f"{PROG}: already under a launcher, ignoring --nproc and --max-restarts", file=sys.stderr)
             if os.environ.get(ERROR_FILE_ENV):
                 return _run_recorded_rank(args, config)
@@ -756,6 +861,41 @@ def _train(args: argparse.Namespace) -> int:
             exp_dir = Path(args.exp_dir or args.resume or pipeline.default_exp_dir(cfg.exp_name)).resolve()
             return _launch_local(args.nproc, args.max_restarts, _child_argv(args, config, exp_dir))
         return _run_rank(args, config)
+
+
+def _check_writable(folder: str | os.PathLike, args: argparse.Namespace) -> None:
+    """Raise ``UsageError`` unless the experiment folder can be created and written (checked at its nearest
+    existing ancestor, with a file created and removed there, so a read-only mount is caught for root too)."""
+    import tempfile
+
+    what = "--exp-dir" if args.exp_dir else "--resume" if args.resume else "the experiment folder"
+    target = Path(folder).absolute()
+    existing = target
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(f"{existing} is a file")
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as e:
+        why = f"{e.strerror or e} at {str(existing)!r}"
+        raise UsageError(f"{what} {str(folder)!r} cannot be written ({why}); choose another folder") from None
+
+
+def _resumed_world(args: argparse.Namespace, state: dict) -> int:
+    """``train --resume`` without ``--nproc``: the world size the checkpoint was written by, and its roles (an
+    actor-learner run resumes with its actors and learners unless ``--actors`` says otherwise)."""
+    roles = state.get("roles")
+    if roles and args.actors is None and args.learners is None:
+        args.actors, args.learners = int(roles["actors"]), int(roles["learners"])
+        print(f"{PROG}: resuming with {args.actors} actor(s) and {args.learners} learner(s), as the run was trained "
+              "(--actors/--learners change it)", file=sys.stderr)  # fmt: skip
+        return 1
+    world = 1 if roles else int(state.get("world_size") or 1)
+    if world > 1:
+        print(f"{PROG}: resuming on {world} processes, as the run was trained (--nproc changes it)", file=sys.stderr)
+    return world
 
 
 def _check_wandb() -> str:
@@ -774,7 +914,7 @@ def _check_wandb() -> str:
 def _check_local_world(cfg: Any, nproc: int) -> None:
     """Before starting ``nproc`` local processes: refuse global sizes they cannot share evenly (the learners of
     an actor-learner run), and warn once when they outnumber the CPU cores."""
-    from ding_dist.config.rules import split_errors
+    from ding_dist.config.split import split_errors
 
     al = cfg.actor_learner
     errors = split_errors(cfg, al.learners, "--learners") if al.actors else split_errors(cfg, nproc)
@@ -836,6 +976,8 @@ def _eval(args: argparse.Namespace) -> int:
     ckpt = resolve_checkpoint(args.ckpt)
     if getattr(args, "gif", None) and Path(args.gif).suffix.lower() != ".gif":
         raise UsageError(f"--gif must end in .gif, got {args.gif!r}")
+    if args.video and Path(args.video).suffix.lower() != ".mp4":
+        raise UsageError(f"--video must end in .mp4, got {args.video!r}")
     from ding_dist.comm import DistContext
     from ding_dist.entry import pipeline
 
@@ -856,8 +998,8 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _record_video(config: Path, ckpt: Path, args: argparse.Namespace, gif: bool = False) -> list[Path]:
-    """``eval --video OUT.mp4`` (or ``--gif OUT.gif`` with ``gif``): the checkpoint's greedy episodes as
-    videos (ding_dist/utils/video.py)."""
+    """``eval --video OUT.mp4`` (or ``--gif OUT.gif`` with ``gif``): the checkpoint's greedy episodes, one
+    unless ``--episodes`` was given, back to back in the one file named (ding_dist/utils/video.py)."""
     from ding_dist.entry.experiment import build_policy, load_config
     from ding_dist.envs import make_env
     from ding_dist.utils.checkpoint import load_checkpoint
@@ -870,15 +1012,17 @@ def _record_video(config: Path, ckpt: Path, args: argparse.Namespace, gif: bool 
     finally:
         probe.close()
     policy.load_state_dict(load_checkpoint(ckpt)["policy"])
+    episodes = args.episodes if getattr(args, "episodes_given", False) else 1
     try:
         if gif:
-            paths = record_gif(cfg, policy, args.gif, episodes=args.episodes, seed=args.seed)
+            paths = [record_gif(cfg, policy, args.gif, episodes=episodes, seed=args.seed)]
         else:
-            paths = record_episodes(cfg, policy, args.video, episodes=args.episodes, seed=args.seed)
+            paths = [record_episodes(cfg, policy, args.video, episodes=episodes, seed=args.seed)]
     except ValueError as e:
         raise UsageError(str(e)) from None
     if not args.json:
-        _print_rank0(f"wrote {', '.join(map(str, paths))}")
+        seeds = f"seed {args.seed}" if episodes == 1 else f"seeds {args.seed}..{args.seed + episodes - 1}"
+        _print_rank0(f"wrote {paths[0]} ({episodes} episode{'s' * (episodes > 1)}, {seeds})")
     return paths
 
 
@@ -970,6 +1114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ding_dist.utils.checkpoint import CheckpointError  # torch, imported once the arguments parse
 
     get_logger("ding_dist")  # rank-aware INFO lines on stderr for the library's loggers
+    if args.command == "resume":  # ding-dist resume EXP_DIR: train --resume EXP_DIR
+        args.command = "train"
+        args.algo = args.env = args.exp_dir = None
     commands = {"train": _train, "eval": _eval, "plot": _plot, "config": _config_show}
     try:
         return commands[args.command](args)

@@ -27,6 +27,7 @@ class Counters:
     last_eval: float | None = None
     eval_history: list = field(default_factory=list)  # [(env_steps, mean_return)]
     update_credit: int = 0  # off-policy: update_per_collect x env steps not yet turned into updates
+    wall_time_s: float = 0.0  # the training loop's wall time in the run's earlier segments (up to their checkpoints)
 
     def state(self) -> dict[str, Any]:
         """The counters as a checkpoint stores them."""
@@ -34,7 +35,14 @@ class Counters:
 
     @classmethod
     def from_state(cls, c: Mapping[str, Any]) -> Counters:
-        """Counters from a checkpoint (``update_credit`` may be missing in old ones); KeyError if others are."""
+        """Counters from a checkpoint (``update_credit`` and ``wall_time_s`` may be missing in old ones); KeyError
+        if others are."""
         return cls(
-            c["env_steps"], c["episodes"], c["best_eval"], c["last_eval"], c["eval_history"], c.get("update_credit", 0)
+            c["env_steps"],
+            c["episodes"],
+            c["best_eval"],
+            c["last_eval"],
+            c["eval_history"],
+            c.get("update_credit", 0),
+            float(c.get("wall_time_s", 0.0)),
         )

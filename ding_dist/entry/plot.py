@@ -1,15 +1,20 @@
 """``ding-dist plot RUN...``: learning curves of runs, seeds grouped into a mean and a 95% confidence band.
 
-Runs whose saved ``config.py`` (and world size in ``result.json``) are the same except for ``seed`` form
-one group, drawn as the mean over its runs with a 95% confidence band of that mean (Student t:
-``mean ± t(0.975, n-1) · s / sqrt(n)`` over the n runs, each run interpolated linearly on a common x
-grid inside the x range every run of the group covers). A run alone is drawn as its own line.
-``smooth`` is a trailing moving average over the last W logged points of each run, applied before
-grouping. Labels name the config values that differ between groups, else the folder names.
+A folder given that is not a run itself (no ``tb/metrics.jsonl``, ``metrics.jsonl`` or TensorBoard events)
+stands for the runs inside it, one or two levels down. Runs whose saved ``config.py`` (and world size in
+``result.json``) are the same except for ``seed`` form one group, drawn as the mean over its runs with a 95%
+confidence band of that mean (Student t: ``mean ± t(0.975, n-1) · s / sqrt(n)``), each run interpolated
+linearly on a common x grid. Runs of a group need not be equally long: at each x, the mean and band are over
+the runs present there (a band needs 2); a run that stopped because it reached ``env.stop_value``
+(``result.json``: ``"stopped_by": "stop_value"``) is present up to the group's end, holding its last value,
+any other run (stopped otherwise, still running, crashed) only up to its last record. A run alone is drawn
+as its own line. ``smooth`` is a trailing moving average over the last W logged points of each run, applied
+before grouping. Labels name the config values that differ between groups, else the folder names.
 
 Example::
 
     ding-dist plot runs/dqn_s1 runs/dqn_s2 runs/dqn_s3 --smooth 3 --keys eval/mean_reward,train/loss
+    ding-dist plot runs                                   # every run in runs/ (and one level further)
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ding_dist.entry.cli import UsageError
 from ding_dist.utils.fileio import atomic_open
@@ -31,6 +36,8 @@ __all__ = [
     "PLOT_KEYS",
     "DEFAULT_KEYS",
     "Run",
+    "Aggregate",
+    "find_runs",
     "load_run",
     "load_curves",
     "group_runs",
@@ -48,6 +55,8 @@ DEFAULT_KEYS = ("eval/mean_reward",)
 FALLBACK_KEYS = ("rollout/ep_rew_mean",)
 X_AXES = ("env_steps", "wall_time")
 _IGNORED_FOR_GROUPING = ("seed", "exp_name")
+HELD = "stop_value"  # result.json's stopped_by of a run that solved its task: its curve holds its last value
+_FIND_DEPTH = 2  # how far below a folder of runs ``find_runs`` looks
 _MAX_GRID = 500  # points of a wall-time grid
 _MAX_LABEL = 48
 # Two-sided 95% Student t quantiles t(0.975, df); larger df take the next smaller entry (conservative).
@@ -60,18 +69,25 @@ class Run:
     """One experiment folder's logged scalars: ``points[key]`` is a list of ``(env_step, wall_time, value)``.
 
     ``config`` is the flattened saved config (``{"policy.learn.learning_rate": 1e-3, ...}``, empty when the
-    folder has no ``config.py``); ``world_size`` comes from ``result.json`` when it is there.
+    folder has no ``config.py``); ``world_size`` and ``stopped_by`` (``"stop_value"``, ``"max_env_steps"``,
+    ...) come from ``result.json`` when it is there (None: no result yet, e.g. still running or crashed).
     """
 
     path: Path
     points: dict[str, list[tuple[int, float, float]]]
     config: dict[str, Any] = field(default_factory=dict)
     world_size: int | None = None
+    stopped_by: str | None = None
 
     @property
     def name(self) -> str:
         """The folder's name."""
         return self.path.resolve().name or str(self.path)
+
+    @property
+    def held(self) -> bool:
+        """Whether the run stopped because it reached ``env.stop_value`` (its curve holds its last value)."""
+        return self.stopped_by == HELD
 
     def group_key(self) -> tuple | None:
         """What seeds share: the config without ``seed``/``exp_name``, and the world size (None: no config)."""
@@ -107,12 +123,53 @@ def _read_saved_config(root: Path) -> dict[str, Any]:
     return flat
 
 
-def _read_world_size(root: Path) -> int | None:
+def _read_result(root: Path) -> tuple[int | None, str | None]:
+    """``(world_size, stopped_by)`` from ``result.json`` (None for what it does not say, or no file)."""
     try:
-        value = json.loads((root / "result.json").read_text(encoding="utf-8")).get("world_size")
+        result = json.loads((root / "result.json").read_text(encoding="utf-8"))
+        world, stopped = result.get("world_size"), result.get("stopped_by")
     except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, int) else None
+        return None, None
+    return (world if isinstance(world, int) else None), (stopped if isinstance(stopped, str) else None)
+
+
+def _has_logs(folder: Path) -> bool:
+    """Whether ``folder`` is a run: scalars in ``tb/`` or in the folder itself."""
+    return any((f / METRICS_FILE).is_file() or any(f.glob("events.out.tfevents.*")) for f in (folder / "tb", folder))
+
+
+def find_runs(folder: str | os.PathLike) -> list[Path]:
+    """``[folder]`` when it is a run (it has logs), else the runs inside it, one or two levels down, by path.
+
+    A run's own sub-folders (``tb/``, ``ckpt/``) are not searched. A folder that does not exist, or holds
+    neither logs nor runs, is a :class:`UsageError`.
+
+    Example:
+        >>> import tempfile
+        >>> from ding_dist.utils import MetricWriter
+        >>> d = Path(tempfile.mkdtemp())
+        >>> for name in ("sweep/s2", "sweep/s1", "alone"):
+        ...     MetricWriter(d / name / "tb", tensorboard=False).close()
+        >>> [str(p.relative_to(d)) for p in find_runs(d)]
+        ['alone', 'sweep/s1', 'sweep/s2']
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise UsageError(f"experiment folder {str(root)!r} does not exist")
+    if _has_logs(root):
+        return [root]
+    found: list[Path] = []
+    level = [root]
+    for _ in range(_FIND_DEPTH):
+        below = sorted(p for parent in level for p in parent.iterdir() if p.is_dir() and not p.name.startswith("."))
+        found += [p for p in below if _has_logs(p)]
+        level = [p for p in below if not _has_logs(p)]
+    if not found:
+        raise UsageError(
+            f"{str(root)!r} is neither a run nor a folder of runs: no {METRICS_FILE} or TensorBoard events in it, "
+            f"its tb/, or the folders {_FIND_DEPTH} levels below it"
+        )
+    return sorted(found)
 
 
 def _read_points(root: Path) -> dict[str, list[tuple[int, float, float]]]:
@@ -151,7 +208,7 @@ def load_run(exp_dir: str | os.PathLike) -> Run:
     root = Path(exp_dir)
     if not root.is_dir():
         raise UsageError(f"experiment folder {str(root)!r} does not exist")
-    return Run(root, _read_points(root), _read_saved_config(root), _read_world_size(root))
+    return Run(root, _read_points(root), _read_saved_config(root), *_read_result(root))
 
 
 def load_curves(exp_dir: str | os.PathLike, keys: Sequence[str] = PLOT_KEYS) -> dict[str, list[tuple[int, float]]]:
@@ -210,15 +267,24 @@ def _curve(run: Run, key: str, x: str, window: int) -> tuple[list[float], list[f
 def group_runs(runs: Sequence[Run]) -> list[list[Run]]:
     """Runs that differ only in seed (same saved config and world size), in first-seen order.
 
+    A run without a world size (no ``result.json`` yet: still running, or crashed) joins the group of its
+    config when exactly one world size has that config.
+
     Example:
-        >>> a = Run(Path("a"), {}, {"seed": 1, "lr": 0.1}); b = Run(Path("b"), {}, {"seed": 2, "lr": 0.1})
+        >>> a = Run(Path("a"), {}, {"seed": 1, "lr": 0.1}, 1); b = Run(Path("b"), {}, {"seed": 2, "lr": 0.1})
         >>> [[r.name for r in g] for g in group_runs([a, b, Run(Path("c"), {}, {})])]
         [['a', 'b'], ['c']]
     """
+    keys = [("alone", i) if run.group_key() is None else run.group_key() for i, run in enumerate(runs)]
+    sizes: dict[Any, set] = {}
+    for key in keys:
+        if key[0] != "alone" and key[1] is not None:
+            sizes.setdefault(key[0], set()).add(key[1])
     groups: dict[Any, list[Run]] = {}
-    for i, run in enumerate(runs):
-        key = run.group_key()
-        groups.setdefault(("alone", i) if key is None else key, []).append(run)
+    for run, key in zip(runs, keys):
+        if key[0] != "alone" and key[1] is None and len(sizes.get(key[0], ())) == 1:
+            key = (key[0], next(iter(sizes[key[0]])))
+        groups.setdefault(key, []).append(run)
     return list(groups.values())
 
 
@@ -226,37 +292,61 @@ def _t95(df: int) -> float:
     return _T95[max(k for k in _T95 if k <= df)] if df <= 120 else 1.960
 
 
-def aggregate(curves: Sequence[tuple[Sequence[float], Sequence[float]]], grid_points: int = _MAX_GRID):
-    """Mean and 95% band of several ``(xs, ys)`` curves on a common grid: ``(grid, mean, low, high)``.
+class Aggregate(NamedTuple):
+    """:func:`aggregate`'s result: arrays over ``grid``; ``low``/``high`` are NaN where ``count`` < 2."""
 
-    The grid is the union of the curves' x values inside the range all of them cover (at most
-    ``grid_points`` evenly spaced points when that union is larger); each curve is interpolated linearly.
-    The band is ``mean ± t(0.975, n-1) · s / sqrt(n)``; with one curve it is the curve itself.
+    grid: Any
+    mean: Any
+    low: Any
+    high: Any
+    count: Any
+
+
+def aggregate(
+    curves: Sequence[tuple[Sequence[float], Sequence[float]]],
+    grid_points: int = _MAX_GRID,
+    hold: Sequence[bool] | None = None,
+) -> Aggregate:
+    """Mean and 95% band of several ``(xs, ys)`` curves on a common grid, over the curves present at each x.
+
+    The grid is the union of the curves' x values (at most ``grid_points`` evenly spaced points when that
+    union is larger). A curve is present from its first x to its last, interpolated linearly; a curve with
+    ``hold[i]`` true (its run reached ``stop_value``) stays present to the last x of all curves, holding its
+    last value. Where ``count`` curves are present, the band is ``mean ± t(0.975, count-1) · s / sqrt(count)``;
+    with one it is NaN (the mean alone), with none the mean is NaN too.
 
     Example:
-        >>> grid, mean, low, high = aggregate([([0, 10], [0.0, 2.0]), ([0, 10], [2.0, 4.0])])
-        >>> grid.tolist(), mean.tolist(), (high - mean).round(2).tolist()
-        ([0.0, 10.0], [1.0, 3.0], [12.71, 12.71])
+        >>> a = aggregate([([0, 10, 20], [0.0, 2.0, 4.0]), ([0, 10], [2.0, 4.0])])
+        >>> a.grid.tolist(), a.mean.tolist(), a.count.tolist(), (a.high - a.mean).round(2).tolist()
+        ([0.0, 10.0, 20.0], [1.0, 3.0, 4.0], [2, 2, 1], [12.71, 12.71, nan])
+        >>> aggregate([([0, 10, 20], [0.0, 2.0, 4.0]), ([0, 10], [2.0, 4.0])], hold=[False, True]).mean.tolist()
+        [1.0, 3.0, 4.0]
     """
     import numpy as np
 
-    curves = [(np.asarray(x, float), np.asarray(y, float)) for x, y in curves if len(x)]
-    if not curves:
+    holds = [False] * len(curves) if hold is None else list(hold)
+    if len(holds) != len(curves):
+        raise ValueError(f"hold has {len(holds)} entries for {len(curves)} curves")
+    kept = [(np.asarray(x, float), np.asarray(y, float), h) for (x, y), h in zip(curves, holds) if len(x)]
+    if not kept:
         raise ValueError("no points to aggregate")
-    lo, hi = max(x[0] for x, _ in curves), min(x[-1] for x, _ in curves)
-    if lo > hi:  # the runs share no x range: the longest run alone
-        curves = [max(curves, key=lambda c: c[0][-1] - c[0][0])]
-        lo, hi = curves[0][0][0], curves[0][0][-1]
-    grid = np.unique(np.concatenate([x[(x >= lo) & (x <= hi)] for x, _ in curves]))
+    lo, hi = min(x[0] for x, _, _ in kept), max(x[-1] for x, _, _ in kept)
+    grid = np.unique(np.concatenate([x for x, _, _ in kept]))
     if len(grid) > grid_points:
         grid = np.linspace(lo, hi, grid_points)
-    ys = np.stack([np.interp(grid, x, y) for x, y in curves])
-    mean = ys.mean(axis=0)
-    n = len(curves)
-    if n == 1:
-        return grid, mean, mean.copy(), mean.copy()
-    half = _t95(n - 1) * ys.std(axis=0, ddof=1) / math.sqrt(n)
-    return grid, mean, mean - half, mean + half
+    ys = np.full((len(kept), len(grid)), np.nan)
+    for row, (x, y, h) in zip(ys, kept):
+        inside = (grid >= x[0]) & (grid <= (hi if h else x[-1]))
+        row[inside] = np.interp(grid[inside], x, y)  # beyond the last x: the last value
+    present = ~np.isnan(ys)
+    count = present.sum(axis=0)
+    total = np.where(present, ys, 0.0).sum(axis=0)
+    mean = np.divide(total, count, out=np.full(len(grid), np.nan), where=count > 0)
+    squares = (np.where(present, ys - mean, 0.0) ** 2).sum(axis=0)
+    var = np.divide(squares, count - 1, out=np.full(len(grid), np.nan), where=count > 1)
+    t = np.array([_t95(int(c) - 1) if c > 1 else np.nan for c in count])
+    half = t * np.sqrt(var / np.maximum(count, 1))
+    return Aggregate(grid, mean, mean - half, mean + half, count)
 
 
 def _short(value: Any) -> str:
@@ -264,8 +354,20 @@ def _short(value: Any) -> str:
     return text if len(text) <= 16 else text[:15] + "…"
 
 
+def _last_step(run: Run) -> int:
+    return max((step for pts in run.points.values() for step, _, _ in pts), default=0)
+
+
+def _shorter_runs(group: Sequence[Run]) -> tuple[int, int]:
+    """``(held, ended)``: runs of a group that end before its longest, having reached ``stop_value`` or not."""
+    end = max(_last_step(r) for r in group)
+    short = [r for r in group if _last_step(r) < end]
+    return sum(r.held for r in short), sum(not r.held for r in short)
+
+
 def _labels(groups: Sequence[Sequence[Run]]) -> list[str]:
-    """A label per group: the config values that differ between groups, else the folder names."""
+    """A label per group: the config values that differ between groups, else the folder names; a group of
+    seeds says how many runs it has and how many of them end early (held at ``stop_value``, or not)."""
     configs = [g[0].config for g in groups]
     differing: list[str] = []
     if len(groups) > 1 and all(configs):
@@ -287,8 +389,25 @@ def _labels(groups: Sequence[Sequence[Run]]) -> list[str]:
             text = text or folder_names[0]
         if len(text) > _MAX_LABEL:
             text = text[: _MAX_LABEL - 1] + "…"
-        labels.append(f"{text} (n={len(group)})" if len(group) > 1 else text)
+        if len(group) > 1:
+            held, ended = _shorter_runs(group)
+            notes = [f"{held} held"] * bool(held) + [f"{ended} ended early"] * bool(ended)
+            text = f"{text} (n={', '.join([str(len(group)), *notes])})"
+        labels.append(text)
     return labels
+
+
+def _legend_title(groups: Sequence[Sequence[Run]]) -> str | None:
+    """What the seed groups' lines mean, with a line for each kind of early end that occurs."""
+    if not any(len(g) > 1 for g in groups):
+        return None
+    held, ended = (sum(n) for n in zip(*(_shorter_runs(g) for g in groups if len(g) > 1)))
+    lines = ["mean and 95% CI over the seeds present at each x"]
+    if held:
+        lines.append("held: reached env.stop_value, its last value carried to the end")
+    if ended:
+        lines.append("ended early: stopped otherwise or still running, counted up to its last point")
+    return "\n".join(lines)
 
 
 def _parse_keys(text: str | Sequence[str] | None) -> list[str] | None:
@@ -342,7 +461,8 @@ def build_figure(
         raise UsageError(f"smoothing window must be an integer >= 1, got {smooth_window!r}")
     if not exp_dirs:
         raise UsageError("no experiment folder given")
-    runs = [load_run(d) for d in exp_dirs]
+    found = {d.resolve(): d for folder in exp_dirs for d in find_runs(folder)}  # a run given twice: once
+    runs = [load_run(d) for d in found.values()]
     chosen = _choose_keys(runs, _parse_keys(keys))
     groups = group_runs(runs) if group else [[r] for r in runs]
     labels = _labels(groups)
@@ -357,10 +477,11 @@ def build_figure(
     handles: dict[str, Any] = {}
     for ax, key in zip(axes, chosen):
         for i, (members, label) in enumerate(zip(groups, labels)):
-            curves = [c for c in (_curve(r, key, x, smooth_window) for r in members) if c[0]]
-            if not curves:
+            drawn = [(c, r.held) for c, r in ((_curve(r, key, x, smooth_window), r) for r in members) if c[0]]
+            if not drawn:
                 continue
-            grid, mean, low, high = aggregate(curves)
+            curves = [c for c, _ in drawn]
+            grid, mean, low, high, _ = aggregate(curves, hold=[h for _, h in drawn])
             color, style = f"C{i % 10}", styles[(i // 10) % len(styles)]
             (line,) = ax.plot(grid, mean, style, color=color, lw=1.6, marker="o" if len(grid) < 20 else None, ms=3,
                               label=label)  # fmt: skip
@@ -373,11 +494,10 @@ def build_figure(
         ax.grid(alpha=0.3)
     for ax in axes[len(chosen) :]:
         ax.set_visible(False)
-    seeds = any(len(g) > 1 for g in groups)
-    if len(handles) > 1 or seeds:
+    title = _legend_title(groups)
+    if len(handles) > 1 or title:
         fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=min(len(handles), 3),
-                   fontsize="small", frameon=False, title="mean and 95% CI over seeds" if seeds else None,
-                   title_fontsize="small")  # fmt: skip
+                   fontsize="small", frameon=False, title=title, title_fontsize="small")  # fmt: skip
     if len(groups) == 1:
         fig.suptitle(labels[0], fontsize="medium")
     return fig
@@ -420,8 +540,16 @@ def plot_command(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(args.exp_dirs[0]) / "learning_curve.png"
     if out.suffix.lower() != ".png":
         raise UsageError(f"--out must end in .png, got {str(out)!r}")
+    exp_dirs: list[Path] = []
+    for folder in args.exp_dirs:
+        runs = find_runs(folder)
+        if runs != [Path(folder)]:  # a folder of runs: say which were found
+            names = [str(r.relative_to(folder)) for r in runs]
+            shown = ", ".join(names[:10]) + (f", ... ({len(names) - 10} more)" if len(names) > 10 else "")
+            print(f"{folder}: {len(runs)} run{'s' * (len(runs) != 1)} ({shown})")
+        exp_dirs += runs
     path = plot_curves(
-        args.exp_dirs,
+        exp_dirs,
         out,
         getattr(args, "keys", None),
         smooth_window=getattr(args, "smooth", 1),

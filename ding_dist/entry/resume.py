@@ -148,12 +148,14 @@ def done_message(
     ret = "none" if last is None else f"{last:.2f}"
     where = f"run {str(exp_dir)!r} is already done at env step {steps} with eval return {ret}"
     solved = stop_value is not None and last is not None and math.isfinite(last) and last >= stop_value
-    if solved:
+    at_budget = max_env_steps is not None and steps >= max_env_steps
+    if solved:  # advice that works as printed: the stop value must go, and the budget too if it was spent
+        budget = f" and --max-env-steps above {steps}" if at_budget else ""
         return (
-            f"{where} >= env.stop_value={stop_value:g}; to continue, raise it "
-            f"(--set env.stop_value=...) and/or give --max-env-steps"
+            f"{where} >= env.stop_value={stop_value:g}; to continue, give --set env.stop_value=None "
+            f"(or a value above {ret}){budget}"
         )
-    if max_env_steps is not None and steps >= max_env_steps:
+    if at_budget:
         return f"{where}, at its --max-env-steps {max_env_steps}; to continue, give --max-env-steps above {steps}"
     return None
 

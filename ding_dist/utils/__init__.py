@@ -22,6 +22,7 @@ _NAMES = {
     "atomic_open": ".fileio",
     "atomic_write_json": ".fileio",
     "atomic_write_text": ".fileio",
+    "shown_path": ".fileio",
     "METRICS_FILE": ".logging",
     "MetricWriter": ".logging",
     "get_logger": ".logging",

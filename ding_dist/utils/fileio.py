@@ -16,7 +16,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_open", "atomic_write_text", "atomic_write_json", "temp_name_prefix"]
+__all__ = ["atomic_open", "atomic_write_text", "atomic_write_json", "shown_path", "temp_name_prefix"]
+
+
+def shown_path(path: str | os.PathLike | None) -> str:
+    """How log lines show a path, the same however the run was started: relative to the current folder when
+    it lies inside it, else absolute.
+
+    Example:
+        >>> shown_path(Path.cwd() / "runs" / "x") == os.path.join("runs", "x")
+        True
+    """
+    if path is None:
+        return "None"
+    absolute = Path(os.path.abspath(path))
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return str(absolute)
 
 
 def temp_name_prefix(path: str | os.PathLike) -> str:

@@ -86,7 +86,8 @@ def test_parser_collects_overrides_and_defaults():
         ["train", "c.py", "--set", "a.b=1", "c=x", "--set", "d=[1, 2]", "--exp-dir", "out", "--max-env-steps", "64"]
     )
     assert args.overrides == ["a.b=1", "c=x", "d=[1, 2]"]
-    assert (args.nproc, args.seed, args.exp_dir, args.max_env_steps, args.resume) == (1, None, "out", 64, None)
+    # --nproc unset: 1 process, or a resumed run's own world size
+    assert (args.nproc, args.seed, args.exp_dir, args.max_env_steps, args.resume) == (None, None, "out", 64, None)
     ev = build_parser().parse_args(["eval", "c.py", "--ckpt", "k.pt"])
     assert (ev.episodes, ev.seed) == (10, 0)
 
@@ -131,3 +132,22 @@ def test_plot_curves_without_wanted_keys(tmp_path):
     with pytest.raises(Exception, match="no rollout/ep_rew_mean or eval/mean_reward records"):
         plot_curves([tmp_path], tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_help_lists_every_command_and_each_shows_examples(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    assert "{train,resume,eval,plot,config}" in capsys.readouterr().out
+    for command in ("train", "resume", "eval", "plot", "config"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([command, "--help"])
+        text = capsys.readouterr().out
+        assert "\nexamples:\n  ding-dist " in text, command
+
+
+def test_resume_is_train_resume_without_the_options_that_start_a_run():
+    args = build_parser().parse_args(["resume", "runs/x", "--max-env-steps", "64", "--nproc", "2"])
+    assert (args.command, args.resume, args.max_env_steps, args.nproc, args.config) == ("resume", "runs/x", 64, 2, None)
+    for option in ("--algo", "--env", "--exp-dir"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["resume", "runs/x", option, "v"])

@@ -1,8 +1,10 @@
-"""``ding-dist eval --gif OUT.gif``: greedy episodes as animated GIFs (rgb_array frames written with Pillow)."""
+"""``ding-dist eval --gif OUT.gif``: greedy episodes, back to back, as one animated GIF (rgb_array frames
+written with Pillow); the message when the render extra is missing."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -19,8 +21,9 @@ PPO = Path(__file__).resolve().parents[2] / "configs" / "cartpole_ppo_config.py"
 
 @pytest.fixture(scope="module")
 def ppo_run(tmp_path_factory) -> Path:
+    """A tiny PPO run whose episodes last exactly 5 steps (CartPole needs more to fail): 6 frames each."""
     run = tmp_path_factory.mktemp("gif") / "run"
-    sizes = ["policy.collect.n_sample=64", "policy.learn.batch_size=32"]
+    sizes = ["policy.collect.n_sample=64", "policy.learn.batch_size=32", "env.max_episode_steps=5"]
     assert cli.main(["train", str(PPO), "--max-env-steps", "64", "--exp-dir", str(run), "--set", *sizes]) == 0
     return run
 
@@ -47,7 +50,7 @@ class _Left:
         return np.zeros(len(obs), dtype=np.int64)
 
 
-def test_record_gif_one_frame_per_step_and_one_file_per_episode(tmp_path):
+def test_record_gif_one_frame_per_step_episodes_back_to_back(tmp_path):
     pytest.importorskip("pygame", reason="the render extra is not installed")
     cfg = EasyDict(env={"id": "CartPole-v1", "env_kwargs": {}, "entry_point": None, "max_episode_steps": None})
     lengths = []
@@ -60,33 +63,65 @@ def test_record_gif_one_frame_per_step_and_one_file_per_episode(tmp_path):
             steps, done = steps + 1, terminated or truncated
         lengths.append(steps)
         env.close()
-    paths = record_gif(cfg, _Left(), tmp_path / "cart.gif", episodes=2, seed=7)
-    assert paths == [tmp_path / f"cart-episode-{k}.gif" for k in range(2)]
-    for path, n in zip(paths, lengths):
-        with Image.open(path) as gif:
-            assert gif.size[0] <= 480
-            total = 0
-            for i in range(gif.n_frames):  # Pillow merges identical frames into one longer frame
-                gif.seek(i)
-                total += gif.info["duration"]
-            assert total == 20 * (n + 1)  # the reset frame and one per step, at CartPole's render_fps of 50
-    assert record_gif(cfg, _Left(), tmp_path / "one.gif", episodes=1, seed=7) == [tmp_path / "one.gif"]
+    assert record_gif(cfg, _Left(), tmp_path / "cart.gif", episodes=2, seed=7) == tmp_path / "cart.gif"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cart.gif"]
+    with Image.open(tmp_path / "cart.gif") as gif:
+        assert gif.size[0] <= 480
+        # Each episode's reset frame and one per step, at CartPole's render_fps of 50.
+        assert _duration_ms(gif) == 20 * (lengths[0] + 1 + lengths[1] + 1)
+    assert record_gif(cfg, _Left(), tmp_path / "one.gif", episodes=1, seed=7) == tmp_path / "one.gif"
+    with Image.open(tmp_path / "one.gif") as gif:
+        assert _duration_ms(gif) == 20 * (lengths[0] + 1)
+
+
+def _duration_ms(gif) -> int:
+    """A GIF's play time (Pillow merges identical frames into one longer frame: count durations, not frames)."""
+    total = 0
+    for i in range(gif.n_frames):
+        gif.seek(i)
+        total += gif.info["duration"]
+    return total
 
 
 def test_eval_gif_from_the_cli(tmp_path, ppo_run, capsys):
+    """One episode recorded unless --episodes says otherwise (the evaluation itself plays 10 by default)."""
     pytest.importorskip("pygame", reason="the render extra is not installed")
     capsys.readouterr()
     out = tmp_path / "gifs" / "cartpole.gif"
-    assert cli.main(["eval", str(PPO), "--ckpt", str(ppo_run), "--episodes", "1", "--gif", str(out), "--json"]) == 0
+    assert cli.main(["eval", "--ckpt", str(ppo_run), "--gif", str(out), "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
-    assert record["gifs"] == [str(out)]
+    assert record["gifs"] == [str(out)] and len(record["episodes"]) == 10
     with Image.open(out) as gif:
-        assert gif.n_frames >= 2
+        assert _duration_ms(gif) == 20 * 6  # one 5-step episode
+    assert cli.main(["eval", "--ckpt", str(ppo_run), "--episodes", "2", "--gif", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"wrote {out} (2 episodes, seeds 0..1)"
+    with Image.open(out) as gif:
+        assert _duration_ms(gif) == 20 * 12
+    assert sorted(p.name for p in out.parent.iterdir()) == ["cartpole.gif"]
+
+
+def _without(monkeypatch, module: str) -> None:
+    """Make ``import module`` (and its sub-modules) fail, as when the package is not installed."""
+    for name in [n for n in sys.modules if n == module or n.startswith(module + ".")] + [module]:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+def test_missing_pygame_is_one_line_with_the_one_install_command(tmp_path, ppo_run, capsys, monkeypatch):
+    _without(monkeypatch, "pygame")
+    capsys.readouterr()
+    out = tmp_path / "x.gif"
+    assert cli.main(["eval", "--ckpt", str(ppo_run), "--episodes", "1", "--gif", str(out)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if " INFO ding_dist." not in line] == [
+        "ding-dist: error: rendering 'CartPole-v1' needs pygame, part of the render extra: "
+        'pip install -e ".[render]" in the ding_dist checkout'
+    ]
+    assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
 def test_eval_gif_needs_gif_suffix(tmp_path, ppo_run, capsys):
     capsys.readouterr()
-    code = cli.main(["eval", str(PPO), "--ckpt", str(ppo_run), "--episodes", "1", "--gif", str(tmp_path / "x.png")])
+    code = cli.main(["eval", "--ckpt", str(ppo_run), "--episodes", "1", "--gif", str(tmp_path / "x.png")])
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "--gif must end in .gif" in lines[0]
     assert not (tmp_path / "x.png").exists()

@@ -76,3 +76,25 @@ def test_more_processes_than_cores_warns_once(monkeypatch, capsys):
     assert err.count("warning: 4 processes on 2 CPU core(s)") == 1
     cli._check_local_world(cfg, 2)
     assert capsys.readouterr().err == ""
+
+
+def test_nproc_that_cannot_split_the_envs(tmp_path, capsys):
+    argv = ["train", str(CONFIGS / "cartpole_ppo_config.py"), "--nproc", "3", "--exp-dir", str(tmp_path / "run")]
+    err = _error_line(capsys, [*argv, "--set", "policy.learn.batch_size=258", "policy.collect.n_sample=258"])
+    assert "env.collector_env_num=8 cannot be split over 3 processes: use 6 or 9 (or another --nproc)" in err
+
+
+def test_unknown_env_by_name_names_the_env_not_a_temporary_file(tmp_path, capsys):
+    err = _error_line(capsys, ["train", "--algo", "ppo", "--env", "CartPole-v9", "--exp-dir", str(tmp_path / "r")])
+    assert err.startswith("ding-dist: error: --env 'CartPole-v9': unknown environment id 'CartPole-v9'; close ")
+    assert "'CartPole-v1'" in err and "preset" not in err and "config" not in err
+
+
+def test_an_experiment_folder_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    (tmp_path / "a_file").write_text("")
+    for exp_dir, why in ((tmp_path / "a_file" / "run", "is a file"), ("/proc/ding_dist_run", "at '/proc'")):
+        for nproc in ("1", "2"):
+            argv = ["train", str(CONFIGS / "cartpole_ppo_config.py"), "--nproc", nproc, "--exp-dir", str(exp_dir)]
+            err = _error_line(capsys, argv)
+            assert err.startswith(f"ding-dist: error: --exp-dir '{exp_dir}' cannot be written ("), err
+            assert why in err and err.rstrip().endswith("; choose another folder")

@@ -1,5 +1,5 @@
-"""ding-dist plot: seeds grouped into a mean and a 95% band, --smooth, --keys, --x, readable legends,
-and bad input as one line with exit code 2."""
+"""ding-dist plot: seeds grouped into a mean and a 95% band (runs of unequal length included), folders of
+runs, --smooth, --keys, --x, readable legends, and bad input as one line with exit code 2."""
 
 from __future__ import annotations
 
@@ -22,14 +22,17 @@ def _run(
     lr: float = 0.001,
     world: int = 1,
     wall: dict[int, float] | None = None,
+    stopped_by: str | None = "max_env_steps",
 ) -> Path:
-    """A run folder as ``ding-dist train`` leaves it: config.py, result.json and tb/metrics.jsonl."""
+    """A run folder as ``ding-dist train`` leaves it: config.py, result.json and tb/metrics.jsonl
+    (``stopped_by=None``: no result.json, as while the run is still going)."""
     folder.mkdir(parents=True)
     (folder / "config.py").write_text(
         f"main_config = dict(exp_name={folder.name!r}, seed={seed}, policy=dict(learn=dict(learning_rate={lr})))\n"
         "create_config = dict(policy=dict(type='dqn'))\n"
     )
-    (folder / "result.json").write_text(json.dumps({"world_size": world}))
+    if stopped_by is not None:
+        (folder / "result.json").write_text(json.dumps({"world_size": world, "stopped_by": stopped_by}))
     with MetricWriter(folder / "tb", tensorboard=False) as w:
         for step, value in evals.items():
             w.scalars({"eval/mean_reward": value, "train/loss": 1.0 / step}, step)
@@ -56,18 +59,120 @@ def test_seeds_group_into_one_curve_other_configs_do_not(tmp_path):
 
 
 def test_aggregate_mean_and_student_t_band_on_a_common_grid():
-    # Run B is logged at other steps and for longer: the grid is the overlap [5, 20], both interpolated.
-    grid, mean, low, high = aggregate([([0, 10, 20], [0.0, 10.0, 20.0]), ([5, 15, 25], [15.0, 25.0, 35.0])])
-    assert grid.tolist() == [5.0, 10.0, 15.0, 20.0]
-    np.testing.assert_allclose(mean, [10.0, 15.0, 20.0, 25.0])  # (5 + 15) / 2, (10 + 20) / 2, ...
+    # Run B is logged at other steps and for longer: both are interpolated on the union of their steps, and
+    # each counts where it has data: A alone at 0, both on [5, 20], B alone at 25.
+    grid, mean, low, high, count = aggregate([([0, 10, 20], [0.0, 10.0, 20.0]), ([5, 15, 25], [15.0, 25.0, 35.0])])
+    assert grid.tolist() == [0.0, 5.0, 10.0, 15.0, 20.0, 25.0]
+    assert count.tolist() == [1, 2, 2, 2, 2, 1]
+    np.testing.assert_allclose(mean, [0.0, 10.0, 15.0, 20.0, 25.0, 35.0])  # 0, (5 + 15) / 2, ..., 35
     half = 12.706 * np.std([5.0, 15.0], ddof=1) / math.sqrt(2)  # t(0.975, df=1)
-    np.testing.assert_allclose(high - mean, half)
-    np.testing.assert_allclose(mean - low, half)
-    _, mean3, low3, high3 = aggregate([([0, 1], [1.0, 1.0]), ([0, 1], [2.0, 2.0]), ([0, 1], [3.0, 3.0])])
+    np.testing.assert_allclose((high - mean)[1:5], half)
+    np.testing.assert_allclose((mean - low)[1:5], half)
+    assert np.isnan(low[[0, 5]]).all() and np.isnan(high[[0, 5]]).all()  # one run there: no band
+    _, mean3, low3, high3, _ = aggregate([([0, 1], [1.0, 1.0]), ([0, 1], [2.0, 2.0]), ([0, 1], [3.0, 3.0])])
     np.testing.assert_allclose(mean3, 2.0)
     np.testing.assert_allclose(high3 - mean3, 4.303 * 1.0 / math.sqrt(3))  # t(0.975, df=2), s = 1
-    _, one, low1, high1 = aggregate([([0, 1], [4.0, 5.0])])
-    assert one.tolist() == low1.tolist() == high1.tolist() == [4.0, 5.0]
+    _, one, low1, high1, count1 = aggregate([([0, 1], [4.0, 5.0])])
+    assert one.tolist() == [4.0, 5.0] and count1.tolist() == [1, 1]
+    assert np.isnan(low1).all() and np.isnan(high1).all()
+
+
+def test_aggregate_holds_a_solved_run_and_leaves_gaps_empty():
+    curves = [([0, 10, 20, 30], [0.0, 10.0, 20.0, 30.0]), ([0, 10], [50.0, 60.0])]
+    held = aggregate(curves, hold=[False, True])  # run 2 reached stop_value at x=10: 60 carried to x=30
+    assert held.count.tolist() == [2, 2, 2, 2]
+    np.testing.assert_allclose(held.mean, [25.0, 35.0, 40.0, 45.0])
+    half = 12.706 * np.std([20.0, 60.0], ddof=1) / math.sqrt(2)
+    np.testing.assert_allclose(held.high[2] - held.mean[2], half)
+    ended = aggregate(curves, hold=[False, False])  # run 2 stopped otherwise: drawn to x=10 only
+    assert ended.count.tolist() == [2, 2, 1, 1]
+    np.testing.assert_allclose(ended.mean, [25.0, 35.0, 20.0, 30.0])
+    # Two runs that never overlap: each alone where it has data, nothing between them.
+    apart = aggregate([([0, 1], [1.0, 1.0]), ([3, 4], [5.0, 5.0])], grid_points=5)
+    assert apart.grid.tolist() == [0.0, 1.0, 3.0, 4.0] and apart.count.tolist() == [1, 1, 1, 1]
+    gap = aggregate([([0, 1], [1.0, 1.0]), ([3, 4], [5.0, 5.0])], grid_points=3)  # grid 0, 2, 4
+    assert gap.count.tolist() == [1, 0, 1] and np.isnan(gap.mean[1])
+    with pytest.raises(ValueError, match="hold has 1 entries for 2 curves"):
+        aggregate(curves, hold=[True])
+
+
+def _seed_line(fig):
+    """The x and y of the first panel's line, and the band's upper edge at each of those x (NaN: no band)."""
+    ax = fig.axes[0]
+    (line,) = ax.get_lines()
+    xs, ys = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+    upper = np.full(len(xs), np.nan)
+    for band in ax.collections:
+        for x, y in band.get_paths()[0].vertices:
+            hit = np.isclose(xs, x)
+            upper[hit] = np.fmax(upper[hit], y)
+    return xs, ys, upper
+
+
+def test_a_seed_that_reached_stop_value_holds_its_last_value(tmp_path):
+    """Seed 3 solved the task at its first evaluation: the group keeps its 3 seeds over the whole range."""
+    s1 = _run(tmp_path / "s1", 1, {100: 10.0, 200: 20.0, 300: 30.0})
+    s2 = _run(tmp_path / "s2", 2, {100: 12.0, 200: 22.0, 300: 32.0})
+    s3 = _run(tmp_path / "s3", 3, {100: 500.0}, stopped_by="stop_value")
+    fig = build_figure([s1, s2, s3])
+    xs, ys, upper = _seed_line(fig)
+    assert xs.tolist() == [100.0, 200.0, 300.0]
+    np.testing.assert_allclose(ys, [(10 + 12 + 500) / 3, (20 + 22 + 500) / 3, (30 + 32 + 500) / 3])
+    half = [4.303 * np.std(v, ddof=1) / math.sqrt(3) for v in ([10, 12, 500], [20, 22, 500], [30, 32, 500])]
+    np.testing.assert_allclose(upper, ys + half, rtol=1e-6)  # a band over 3 seeds at every x
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["s (n=3, 1 held)"]
+    assert "held: reached env.stop_value" in legend.get_title().get_text()
+
+
+def test_a_seed_that_stopped_otherwise_is_drawn_to_where_it_ended(tmp_path):
+    """Seed 3 crashed (no result.json) after one evaluation: 3 seeds at x=100, 2 after; seed 2 is still
+    going too, but longest: with one run left at x=400, the mean is that run and there is no band."""
+    s1 = _run(tmp_path / "s1", 1, {100: 10.0, 200: 20.0, 300: 30.0})
+    s2 = _run(tmp_path / "s2", 2, {100: 12.0, 200: 22.0, 300: 32.0, 400: 42.0}, stopped_by=None)
+    s3 = _run(tmp_path / "s3", 3, {100: 5.0}, stopped_by=None)
+    fig = build_figure([s1, s2, s3])
+    xs, ys, upper = _seed_line(fig)
+    assert xs.tolist() == [100.0, 200.0, 300.0, 400.0]
+    np.testing.assert_allclose(ys, [(10 + 12 + 5) / 3, 21.0, 31.0, 42.0])
+    half3 = 4.303 * np.std([10, 12, 5], ddof=1) / math.sqrt(3)
+    half2 = 12.706 * np.std([20, 22], ddof=1) / math.sqrt(2)
+    np.testing.assert_allclose(upper[:3], [ys[0] + half3, 21.0 + half2, 31.0 + half2], rtol=1e-6)
+    assert np.isnan(upper[3])
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["s (n=3, 2 ended early)"]
+    assert "ended early: stopped otherwise" in fig.legends[0].get_title().get_text()
+
+
+def test_plot_a_folder_of_runs(tmp_path, capsys):
+    """``ding-dist plot runs``: the runs one and two levels down (not a run's own tb/), grouped as usual."""
+    runs = tmp_path / "runs"
+    for s in (1, 2):
+        _run(runs / "sweep" / f"s{s}", s, {100: float(s), 200: 2.0 * s})
+    _run(runs / "lr", 1, {100: 10.0, 200: 20.0}, lr=0.1)
+    (runs / "notes").mkdir()  # neither a run nor holding any: skipped
+    _run(runs / "deep" / "a" / "s9", 9, {100: 1.0})  # three levels down: not found
+    assert main(["plot", str(runs)]) == 0
+    out = runs / "learning_curve.png"
+    assert capsys.readouterr().out.splitlines() == [f"{runs}: 3 runs (lr, sweep/s1, sweep/s2)", f"wrote {out}"]
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fig = build_figure([runs])
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["learning_rate=0.1", "learning_rate=0.001 (n=2)"]
+    np.testing.assert_allclose(fig.axes[0].get_lines()[1].get_ydata(), [1.5, 3.0])
+    # A run given twice, as itself and inside its folder, is one run.
+    assert len(build_figure([runs, runs / "lr"]).axes[0].get_lines()) == 2
+
+
+def test_plot_a_folder_without_runs_is_one_line(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    (empty / "a" / "b").mkdir(parents=True)
+    assert main(["plot", str(empty)]) == 2
+    (line,) = _err(capsys)
+    assert line == (
+        f"ding-dist: error: {str(empty)!r} is neither a run nor a folder of runs: no metrics.jsonl or TensorBoard "
+        "events in it, its tb/, or the folders 2 levels below it"
+    )
+    assert not (empty / "learning_curve.png").exists()
 
 
 def test_smooth_is_a_trailing_moving_average():
@@ -145,7 +250,7 @@ def test_cli_plot_options(tmp_path, capsys):
     out = tmp_path / "curves.png"
     argv = ["plot", *dirs, "--keys", "eval/mean_reward,train/loss", "--smooth", "2", "--x", "wall_time"]
     assert main([*argv, "--no-group", "--out", str(out)]) == 0
-    assert capsys.readouterr().out.strip() == f"wrote {out}"
+    assert capsys.readouterr().out.strip() == f"wrote {out}"  # runs given one by one: no list of runs found
     assert out.stat().st_size > 1000
 
 

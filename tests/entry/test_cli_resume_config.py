@@ -79,8 +79,8 @@ def test_resume_defaults_to_the_run_config_and_stops_when_already_done(trained, 
     assert (run / "config.py").read_bytes() == config
     assert read_config(run / "config_resume1.py")[0].env.stop_value == 1000
 
-    # CONFIG omitted: the newest saved config, unchanged, so no diff and no new file.
-    done = _cli("train", "--resume", run, "--max-env-steps", "1536", cwd=tmp_path)
+    # CONFIG omitted: the newest saved config, unchanged, so no diff and no new file (the resume sub-command).
+    done = _cli("resume", run, "--max-env-steps", "1536", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("trained 1536 env steps")
     assert "another config" not in done.stderr
@@ -95,10 +95,14 @@ def test_resume_defaults_to_the_run_config_and_stops_when_already_done(trained, 
     assert done.returncode == 0, done.stderr[-3000:]
     line = done.stdout.strip()
     assert line.startswith(f"ding-dist: run '{run}' is already done at env step 1536 with eval return ")
-    assert line.endswith(">= env.stop_value=5; to continue, raise it (--set env.stop_value=...) and/or give "
-                         "--max-env-steps")  # fmt: skip
+    assert line.endswith(">= env.stop_value=5; to continue, give --set env.stop_value=None (or a value above "
+                         f"{line.split('eval return ')[1].split(' ')[0]}) and --max-env-steps above 1536")  # fmt: skip
     assert _ckpts(run) == ckpts
     assert sorted(p.name for p in run.glob("config*.py")) == ["config.py", "config_resume1.py"]
+    # The advice works as printed.
+    done = _cli("train", "--resume", run, "--set", "env.stop_value=None", "--max-env-steps", "1792", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("trained 1792 env steps")
 
 
 def test_eval_defaults_to_the_run_config_and_names_a_checkpoint_of_another_policy(trained, tmp_path):

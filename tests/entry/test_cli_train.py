@@ -50,16 +50,17 @@ def _result(exp: Path) -> dict:
 def _expected(max_env_steps: int, nproc: int = 1) -> tuple[int, int]:
     """(global env steps, train iterations) of a DQN_CONFIG run with FAST stopped by ``max_env_steps``.
 
-    Each rank collects ceil(n_sample / nproc) steps rounded up to whole vector steps of its envs; the loop
-    runs whole iterations until the global count reaches ``max_env_steps``; with learning from the start,
-    the updates are exactly update_per_collect per ceil(n_sample / nproc) * nproc env steps, rounded down
-    over the run (ding_dist/entry/pipeline.py).
+    Each rank steps collector_env_num / nproc envs for ceil(n_sample / collector_env_num) vector steps (the
+    horizon of one process); the loop runs whole iterations until the global count reaches ``max_env_steps``;
+    with learning from the start, the updates are exactly update_per_collect per n_sample env steps, rounded
+    down over the run (ding_dist/entry/data_parallel.py).
     """
     cfg, _ = read_config(DQN_CONFIG)
-    envs, per_rank = cfg.env.collector_env_num, math.ceil(cfg.policy.collect.n_sample / nproc)
-    per_iter = math.ceil(per_rank / envs) * envs * nproc
+    envs, n_sample = cfg.env.collector_env_num, cfg.policy.collect.n_sample
+    assert envs % nproc == 0 and n_sample % nproc == 0
+    per_iter = math.ceil(n_sample / envs) * envs
     env_steps = math.ceil(max_env_steps / per_iter) * per_iter
-    return env_steps, UPDATES * env_steps // (per_rank * nproc)
+    return env_steps, UPDATES * env_steps // n_sample
 
 
 def _leaves(obj, path: str = ""):
@@ -156,6 +157,8 @@ def test_train_two_processes_with_nproc(tmp_path, start):
     assert res["world_size"] == 2 and res["env_steps"] == steps and res["train_iters"] == train_iters
     assert "world size 2" in out.stdout
     assert out.stdout.count("trained ") == 1  # only rank 0 prints
+    # paths in log lines: relative to the current folder, as with one process (the ranks got an absolute one)
+    assert "exp dir two\n" in out.stderr and out.stdout.rstrip().endswith("; result: two/result.json")
 
     # The ranks end in sync: both hold the same final policy state, bit for bit, and rank 0 saved it.
     assert sorted(p.name for p in states.iterdir()) == ["state_rank0.pt", "state_rank1.pt"]
@@ -163,6 +166,12 @@ def test_train_two_processes_with_nproc(tmp_path, start):
     assert rank0["train_iter"] == train_iters
     _assert_same_state(rank0, rank1)
     _assert_same_state(rank0, load_checkpoint(exp / "ckpt" / f"ckpt_{steps:09d}.pt")["policy"])
+    if start == "fork":  # a resume without --nproc runs on the run's own 2 processes
+        out = _cli("train", "--resume", str(exp), "--max-env-steps", "400", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert "resuming on 2 processes, as the run was trained (--nproc changes it)" in out.stderr
+        assert "starting 2 local process(es)" in out.stderr
+        assert _result(exp)["world_size"] == 2 and _result(exp)["env_steps"] == _expected(400, nproc=2)[0]
 
 
 def test_bad_key_with_nproc_fails_before_launching(tmp_path, capsys):

@@ -75,6 +75,12 @@ def test_resume_continues_counters_and_metrics(tmp_path):
     # the replay buffer was restored too: it holds the rows of both runs (1024 steps / 4 envs)
     state = load_checkpoint(tmp_path / "ckpt" / "replay_rank0.pt")
     assert state["env_steps"] == 1024 and len(state["buffer"]["data"]["reward"]) == 1024 // 4
+    # wall time: the total over both segments (the first up to its checkpoint at 512), and the segment's own
+    assert first["wall_time_s"] == first["segment_wall_time_s"] > 0
+    before = load_checkpoint(tmp_path / "ckpt" / "ckpt_000000512.pt")["counters"]["wall_time_s"]
+    assert 0 < before <= first["wall_time_s"]
+    assert second["wall_time_s"] == pytest.approx(before + second["segment_wall_time_s"], rel=1e-12)
+    assert json.loads((tmp_path / "result.json").read_text())["wall_time_s"] == second["wall_time_s"]
 
 
 def test_ppo_dispatch_and_evaluate(tmp_path):
