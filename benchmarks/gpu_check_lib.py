@@ -1129,7 +1129,7 @@ def check_image_policies(ctx: Ctx) -> list[dict[str, str]]:
 def _obs_norm_sync(dev: torch.device) -> dict[str, Any]:
     """RunningObsNorm on ``dev``: each rank observes its own batch; after ``sync()`` both hold the statistics of
     both batches (count, mean, m2 in float64)."""
-    from ding_dist.envs.normalization import RunningObsNorm
+    from ding_dist.policy.normalization import RunningObsNorm
 
     rank = comm.get_rank()
     norm = RunningObsNorm((3,)).to(dev)

@@ -3,7 +3,9 @@
 The same code runs as a plain single process (the fake link: every helper acts as a world of one),
 under ``ding_dist.launch``, torchrun or SLURM.
 
-- collectives and process-group helpers: :mod:`ding_dist.comm` (all re-exported here)
+- collectives and process-group helpers: :mod:`ding_dist.comm` (re-exported here, except DI-engine's
+  aliases and helpers, which :mod:`ding_dist.comm` and :mod:`ding_dist.compat` serve: ``DDPContext``,
+  ``error_wrapper``)
 - gradient synchronization: ``distribute``, ``sync_gradients`` and friends from :mod:`ding_dist.sync`
 - ``FusedOptimizer`` and the load-balancing samplers
 - the RL side lives in subpackages: ``ding_dist.entry`` (``serial_pipeline``, ``train``),
@@ -21,10 +23,6 @@ from typing import Any
 __version__ = "0.1.0"
 
 _SYNC_NAMES = (
-    "AlgorithmOption",
-    "BaguaDistributedOption",
-    "DDPOption",
-    "DistributedAlgorithm",
     "DistributedModel",
     "NonFiniteGradientError",
     "QAdamOptimizer",
@@ -32,7 +30,6 @@ _SYNC_NAMES = (
     "available_algorithms",
     "broadcast_parameters",
     "distribute",
-    "get_default_distributed_option",
     "register_algorithm",
     "sync_gradients",
     "weight_drift",
@@ -42,13 +39,18 @@ _OTHER_NAMES = {
     "FusedOptimizer": ".optim",
     "LoadBalancingDistributedBatchSampler": ".data.samplers",
     "LoadBalancingDistributedSampler": ".data.samplers",
-    "to_ddp_config": ".config.split",
 }
+# In ding_dist.comm for DI-engine drop-in code (ding_dist.compat serves them with DI-engine's behaviour), not here.
+_COMM_ONLY = frozenset({"DDPContext", "error_wrapper"})
+
+
+def _comm_names() -> list[str]:
+    return [n for n in importlib.import_module(".comm", __name__).__all__ if n not in _COMM_ONLY]
 
 
 def __getattr__(name: str) -> Any:
     if name == "__all__":  # star imports: every re-exported name (importing torch, as they use it)
-        names = [*importlib.import_module(".comm", __name__).__all__, *_OTHER_NAMES, *_SYNC_NAMES]
+        names = [*_comm_names(), *_OTHER_NAMES, *_SYNC_NAMES]
         globals()["__all__"] = names
         return names
     if name in _SUBPACKAGES:
@@ -57,15 +59,10 @@ def __getattr__(name: str) -> Any:
         module = ".sync"
     elif name in _OTHER_NAMES:
         module = _OTHER_NAMES[name]
-    elif name.startswith("_"):
-        raise AttributeError(f"module 'ding_dist' has no attribute {name!r}")
-    else:
+    elif not name.startswith("_") and name in _comm_names():
         module = ".comm"
-    value = getattr(importlib.import_module(module, __name__), name, _MISSING)
-    if value is _MISSING:
+    else:
         raise AttributeError(f"module 'ding_dist' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
-
-
-_MISSING = object()

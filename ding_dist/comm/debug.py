@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import time
 import zlib
 from collections.abc import Iterable
@@ -23,10 +22,10 @@ import torch
 import torch.distributed as dist
 
 from . import link as _link
+from .callers import call_site
 from .init import on_finalize
 
 DEBUG_ENV = "DING_DIST_DEBUG"
-_COMM_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 class CollectiveMismatchError(RuntimeError):
@@ -48,16 +47,6 @@ class DeadRankError(RuntimeError):
         return type(self), (str(self), self.ranks)
 
 
-def _call_site() -> str:
-    """``file:line in function`` of the first caller outside ding_dist/comm."""
-    frame = sys._getframe(1)
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _COMM_DIR:
-        frame = frame.f_back
-    if frame is None:
-        return "<unknown>"
-    return f"{os.path.relpath(frame.f_code.co_filename)}:{frame.f_lineno} in {frame.f_code.co_name}"
-
-
 def _describe(sig: tuple) -> str:
     name, shape, dtype, extra, site = sig
     what = f"{name}({', '.join(x for x in (shape, dtype, extra) if x)})"
@@ -71,7 +60,7 @@ def _check(name: str, tensor: torch.Tensor | None = None, group: Any = None, ext
         "" if tensor is None else f"shape={tuple(tensor.shape)}",
         "" if tensor is None else str(tensor.dtype).replace("torch.", ""),
         extra,
-        _call_site(),
+        call_site(),
     )
     sigs: list = [None] * dist.get_world_size(group)
     dist.all_gather_object(sigs, sig, group=group)
@@ -112,9 +101,9 @@ class DebugLink(_link.TorchLink):
         _check("barrier", None, group)
         return super().barrier(group)
 
-    def broadcast_object_list(self, objs, src, group):
+    def broadcast_object_list(self, objs, src, group, device):
         _check("broadcast_object_list", None, group, f"src={src}, n={len(objs)}")
-        return super().broadcast_object_list(objs, src, group)
+        return super().broadcast_object_list(objs, src, group, device)
 
     def all_gather_object(self, outputs, obj, group):
         _check("allgather_object", None, group)

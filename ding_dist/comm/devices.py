@@ -14,14 +14,14 @@ One place decides both, so the process group, the policies and the pipeline neve
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from .callers import call_site
 from .link import SingleProcessGroup, current_link, is_non_member
+from .settings import local_rank as _local_rank
 
 __all__ = [
     "DeviceMismatchError",
@@ -34,7 +34,6 @@ __all__ = [
     "resolve_device",
 ]
 
-_COMM_DIR = os.path.dirname(os.path.abspath(__file__))
 _types_cache: dict[int, frozenset[str]] = {}
 
 
@@ -54,10 +53,8 @@ def rank_cuda_index(local_rank: int | None = None) -> int:
     count = torch.cuda.device_count()
     if count == 0:
         raise RuntimeError("no CUDA device is visible to this process (torch.cuda.device_count() is 0)")
-    if local_rank is None:
-        from .init import get_local_rank  # init imports this module's users; keep the import local
-
-        local_rank = get_local_rank()
+    if local_rank is None:  # what get_local_rank() answers
+        local_rank = _local_rank(not current_link().is_fake)
     return int(local_rank) % count
 
 
@@ -194,15 +191,6 @@ def comm_device(group: Any = None, like: torch.Tensor | torch.device | None = No
     return torch.device("cuda", rank_cuda_index()) if torch.cuda.is_available() else torch.device("cuda")
 
 
-def _call_site() -> str:
-    frame = sys._getframe(1)
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _COMM_DIR:
-        frame = frame.f_back
-    if frame is None:
-        return "<unknown>"
-    return f"{os.path.relpath(frame.f_code.co_filename)}:{frame.f_lineno} in {frame.f_code.co_name}"
-
-
 def check_comm_device(tensor: torch.Tensor, group: Any, fn: str) -> None:
     """Raise :class:`DeviceMismatchError` naming the call site when ``tensor``'s device type is one the
     group's backend cannot move (e.g. a host tensor on an nccl group). A dict lookup per call.
@@ -216,7 +204,7 @@ def check_comm_device(tensor: torch.Tensor, group: Any, fn: str) -> None:
     if tensor.device.type not in types:
         backend = dist.get_backend_config(group)
         raise DeviceMismatchError(
-            f"{fn} at {_call_site()}: tensor on {tensor.device}, but the process group's backend "
+            f"{fn} at {call_site()}: tensor on {tensor.device}, but the process group's backend "
             f"{backend!r} moves only {sorted(types)} tensors; create it on ding_dist.comm_device() "
             "(or move it there) before the collective"
         )

@@ -34,11 +34,11 @@ from typing import Any
 
 import torch.distributed as dist
 
-from . import init as _init
 from .debug import DeadRankError
 from .init import on_finalize
 from .link import current_link
-from .settings import HEARTBEAT_ENV, HEARTBEAT_GRACE_ENV, resolve_heartbeat
+from .processes import pid_alive
+from .settings import HEARTBEAT_ENV, HEARTBEAT_GRACE_ENV, resolve_heartbeat, running_settings
 
 __all__ = [
     "STORE_ENV",
@@ -78,23 +78,6 @@ def _frozen_message(rank: int, world_size: int, silent_s: float, grace: float) -
         f"rank {rank} of {world_size} stopped making progress: no heartbeat for {silent_s:.1f} s "
         f"(grace {grace:g} s, {HEARTBEAT_GRACE_ENV}); it is frozen (e.g. SIGSTOP) or hung in code that holds the GIL"
     )
-
-
-def _pid_alive(pid: int) -> bool:
-    """True when ``pid`` runs (or is stopped) on this host; a zombie counts as dead."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-    except (OSError, IndexError):  # no /proc (macOS): ask the kernel
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
 
 
 class Heartbeat:
@@ -243,7 +226,7 @@ _lock = threading.Lock()
 
 def _process_group_store() -> tuple[str, int, int | None] | None:
     """``(host, port, rank serving it)`` of the process group's TCP store, or None when unknown."""
-    settings = _init._settings
+    settings = running_settings()
     if not settings.is_fake:
         host, port = settings.addr, settings.port
     elif "MASTER_ADDR" in os.environ and os.environ.get("MASTER_PORT", "").isdigit():
@@ -443,7 +426,7 @@ class HeartbeatMonitor:
             silent_s = now - last[2]
             if beat["state"] != "alive" or silent_s <= self.grace or pid in self._judged:
                 continue
-            if beat["host"] != self._host or not _pid_alive(pid):
+            if beat["host"] != self._host or not pid_alive(pid):
                 continue  # another host's, or gone: the launcher sees it exit
             self._judged.add(pid)
             self.stale[rank] = _frozen_message(rank, self.nproc, silent_s, self.grace)
@@ -466,7 +449,7 @@ class HeartbeatMonitor:
             if self._store is None or not self._store.check([key]):
                 continue
             beat = json.loads(self._store.get(key))
-            if beat["state"] == "alive" and beat["host"] == self._host and not _pid_alive(beat["pid"]):
+            if beat["state"] == "alive" and beat["host"] == self._host and not pid_alive(beat["pid"]):
                 found[rank] = beat["pid"]
         return found
 

@@ -16,14 +16,21 @@ import torch.distributed as dist
 from .devices import clear_cache as _clear_device_cache
 from .devices import cuda_only, rank_cuda_index
 from .link import current_link
-from .settings import FAKE_SETTINGS, LaunchSettings, resolve_launch_settings, resolve_timeout
+from .settings import (
+    FAKE_SETTINGS,
+    LaunchSettings,
+    local_rank,
+    local_size,
+    resolve_launch_settings,
+    resolve_timeout,
+    set_running_settings,
+)
 
 logger = logging.getLogger(__name__)
 
 _BACKENDS = ("gloo", "nccl", "mpi")
 RETRIES_ENV = "DING_DIST_INIT_RETRIES"
 BACKEND_ENV = "DING_DIST_BACKEND"  # the backend when dist_init is not given one (e.g. under ding-dist train)
-_settings: LaunchSettings = FAKE_SETTINGS  # what the running process group was started with
 _finalizers: list[Callable[[], None]] = []  # caches tied to the group (e.g. subgroups), cleared on finalize
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -116,7 +123,6 @@ def dist_init(
         (0, 1)
         >>> dist_finalize()
     """
-    global _settings
     if current_link().is_fake is False:
         running = dist.get_rank(), dist.get_world_size()
         _check_same("rank", rank, running[0])
@@ -139,7 +145,7 @@ def dist_init(
         device = f"cuda:{index}"
     init_method = "env://" if settings.source == "torchrun" else f"tcp://{settings.addr}:{settings.port}"
     _init_with_retries(backend, init_method, settings, timeout_s)
-    _settings = settings
+    set_running_settings(settings)
     logger.info(
         "ding_dist: rank %d of %d (local %d of %d), backend %s, device %s, settings from %s (%s:%d), timeout %gs",
         settings.rank,
@@ -214,13 +220,12 @@ def dist_finalize() -> None:
     Example:
         >>> dist_finalize()
     """
-    global _settings
     _clear_device_cache()
     for callback in _finalizers:
         callback()
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
-    _settings = FAKE_SETTINGS
+    set_running_settings(FAKE_SETTINGS)
 
 
 def get_rank(group: Any = None) -> int:
@@ -250,11 +255,7 @@ def get_local_rank() -> int:
         >>> get_local_rank()
         0
     """
-    if current_link().is_fake:
-        return 0
-    if _settings.is_fake:  # group started by someone else: trust the launcher's variable
-        return int(os.environ.get("LOCAL_RANK", 0))
-    return _settings.local_rank
+    return local_rank(not current_link().is_fake)
 
 
 def get_local_size() -> int:
@@ -264,11 +265,7 @@ def get_local_size() -> int:
         >>> get_local_size()
         1
     """
-    if current_link().is_fake:
-        return 1
-    if _settings.is_fake:
-        return int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-    return _settings.local_size
+    return local_size(not current_link().is_fake)
 
 
 def is_fake() -> bool:

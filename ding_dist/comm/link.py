@@ -19,41 +19,54 @@ _ALL_GATHER_SINGLE = getattr(dist, "all_gather_single", None) or dist.all_gather
 
 
 class CommHandle:
-    """Handle of an asynchronous collective: ``wait()`` completes it and returns the tensor.
+    """Handle of a communication in flight: ``wait()`` completes it and returns its tensor.
 
-    Post-processing (the division of an ``'avg'`` allreduce) runs inside ``wait()``, never before.
+    ``work`` is what torch returned for an asynchronous collective or point-to-point transfer, a list of
+    such works (or of handles) completed together, in order, or ``None`` when nothing is in flight (a
+    world of one). Post-processing (the division of an ``'avg'`` allreduce, the copy of a host-staged
+    receive) runs inside ``wait()``, never before.
 
     Example:
         >>> t = torch.ones(3)
         >>> handle = allreduce(t, op="avg", async_op=True)   # doctest: +SKIP
         >>> handle.wait()                                    # doctest: +SKIP
         tensor([1., 1., 1.])
+        >>> CommHandle([CommHandle(None, t)], t).wait()
+        tensor([1., 1., 1.])
     """
 
-    __slots__ = ("_work", "_finish", "_tensor", "_done")
+    __slots__ = ("_works", "_finish", "_tensor", "_done")
 
-    def __init__(self, work: Any, tensor: Any, finish: Callable[[], None] | None = None) -> None:
-        self._work = work
+    def __init__(self, work: Any, tensor: Any = None, finish: Callable[[], None] | None = None) -> None:
+        self._works = tuple(work) if isinstance(work, (list, tuple)) else () if work is None else (work,)
         self._tensor = tensor
         self._finish = finish
-        self._done = work is None and finish is None
+        self._done = not self._works and finish is None
+
+    @property
+    def works(self) -> tuple[Any, ...]:
+        """The transfers this handle completes, in order (empty when nothing is in flight)."""
+        return self._works
 
     def wait(self, timeout: float | None = None) -> Any:
-        """Block until the collective is complete; return its (in-place) result."""
+        """Block until the communication is complete (each work waits up to ``timeout`` seconds); return its
+        (in-place) result."""
         if not self._done:
-            if self._work is not None:
+            for work in self._works:
                 if timeout is None:
-                    self._work.wait()
+                    work.wait()
+                elif isinstance(work, CommHandle):
+                    work.wait(timeout)
                 else:
-                    self._work.wait(timedelta(seconds=timeout))
+                    work.wait(timedelta(seconds=timeout))
             if self._finish is not None:
                 self._finish()
             self._done = True
         return self._tensor
 
     def is_completed(self) -> bool:
-        """True once ``wait()`` has run (or the transfer finished and nothing is left to do)."""
-        return self._done or (self._finish is None and self._work is not None and self._work.is_completed())
+        """True once ``wait()`` has run (or the transfers finished and nothing is left to do)."""
+        return self._done or (self._finish is None and bool(self._works) and all(w.is_completed() for w in self._works))
 
 
 class SingleProcessGroup:
@@ -86,9 +99,6 @@ class FakeLink:
     def backend(self, group: Any = None) -> str:
         return "fake"
 
-    def device(self) -> torch.device:
-        return torch.device("cpu")
-
     def allreduce(self, tensor: torch.Tensor, op: Any, group: Any, async_op: bool) -> CommHandle | None:
         return CommHandle(None, tensor) if async_op else None
 
@@ -116,7 +126,7 @@ class FakeLink:
     def barrier(self, group: Any) -> None:
         return None
 
-    def broadcast_object_list(self, objs: list, src: int, group: Any) -> None:
+    def broadcast_object_list(self, objs: list, src: int, group: Any, device: torch.device) -> None:
         return None
 
     def all_gather_object(self, outputs: list, obj: Any, group: Any) -> None:
@@ -139,12 +149,6 @@ class TorchLink:
 
     def backend(self, group: Any = None) -> str:
         return str(dist.get_backend(group))
-
-    def device(self) -> torch.device:
-        """Device for new tensors of the world group's collectives (CUDA for nccl or a CUDA-only gloo, else CPU)."""
-        from .devices import comm_device  # devices imports this module
-
-        return comm_device()
 
     def allreduce(self, tensor: torch.Tensor, op: Any, group: Any, async_op: bool) -> CommHandle | None:
         finish = None
@@ -190,8 +194,9 @@ class TorchLink:
     def barrier(self, group: Any) -> None:
         dist.barrier(group=group)
 
-    def broadcast_object_list(self, objs: list, src: int, group: Any) -> None:
-        dist.broadcast_object_list(objs, src=src, group=group, device=self._object_device())
+    def broadcast_object_list(self, objs: list, src: int, group: Any, device: torch.device) -> None:
+        """``device``: where the pickled bytes travel (:func:`~ding_dist.comm.devices.comm_device`)."""
+        dist.broadcast_object_list(objs, src=src, group=group, device=device if device.type == "cuda" else None)
 
     def all_gather_object(self, outputs: list, obj: Any, group: Any) -> None:
         dist.all_gather_object(outputs, obj, group=group)
@@ -206,10 +211,6 @@ class TorchLink:
         if kind == "isend":
             return CommHandle(dist.isend(tensor, dst=peer, group=group), tensor)
         return CommHandle(dist.irecv(tensor, src=peer, group=group), tensor)
-
-    def _object_device(self) -> torch.device | None:
-        device = self.device()
-        return device if device.type == "cuda" else None
 
 
 def cuda_backend_of(config: str) -> str | None:

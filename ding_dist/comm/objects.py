@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from .collectives import _check_src, allgather
+from .devices import comm_device
 from .link import current_link
 
 
@@ -59,7 +60,7 @@ def broadcast_object_list(objs: list, src: int = 0, group: Any = None) -> list:
             _loads(_dumps(obj), 0, "broadcast_object_list")
         return objs
     payloads = [_dumps(o) for o in objs] if link.rank() == src else [None] * len(objs)
-    link.broadcast_object_list(payloads, src, group)
+    link.broadcast_object_list(payloads, src, group, comm_device(group))
     objs[:] = [_loads(p, src, "broadcast_object_list") for p in payloads]
     return objs
 
@@ -154,7 +155,7 @@ def allreduce_object_async(
     payload = _dumps(value)
     if link.is_fake:
         return ObjectFuture(None, [], [], reduce_fn, _loads(payload, 0, "allreduce_object_async"))
-    device = link.device()
+    device = comm_device(group)
     size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
     sizes = [int(s.item()) for s in allgather(size, group=group)]
     longest = max(sizes)

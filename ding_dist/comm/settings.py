@@ -40,6 +40,54 @@ class LaunchSettings:
 
 
 FAKE_SETTINGS = LaunchSettings(0, 1, 0, 1, "127.0.0.1", 0, "fake")
+_running: LaunchSettings = FAKE_SETTINGS  # what dist_init started the running process group with
+
+
+def running_settings() -> LaunchSettings:
+    """The settings ``dist_init`` started the running process group with; ``FAKE_SETTINGS`` when it started
+    none (no group, or a group someone else started).
+
+    Example:
+        >>> running_settings().source
+        'fake'
+    """
+    return _running
+
+
+def set_running_settings(settings: LaunchSettings) -> None:
+    """Record the settings of the process group ``dist_init`` just started (``FAKE_SETTINGS`` once it is gone)."""
+    global _running
+    _running = settings
+
+
+def local_rank(group_running: bool, env: Mapping[str, str] | None = None) -> int:
+    """This process's rank on its node: 0 when no process group runs, the local rank ``dist_init`` started the
+    group with, else (a group someone else started) the launcher's ``LOCAL_RANK`` (0 when unset).
+
+    Example:
+        >>> local_rank(False), local_rank(True, env={"LOCAL_RANK": "3"})
+        (0, 3)
+    """
+    if not group_running:
+        return 0
+    if _running.is_fake:
+        return int((os.environ if env is None else env).get("LOCAL_RANK", 0))
+    return _running.local_rank
+
+
+def local_size(group_running: bool, env: Mapping[str, str] | None = None) -> int:
+    """Number of processes on this node: 1 when no process group runs, else as :func:`local_rank` (from
+    ``LOCAL_WORLD_SIZE`` for a group someone else started).
+
+    Example:
+        >>> local_size(False), local_size(True, env={"LOCAL_WORLD_SIZE": "4"})
+        (1, 4)
+    """
+    if not group_running:
+        return 1
+    if _running.is_fake:
+        return int((os.environ if env is None else env).get("LOCAL_WORLD_SIZE", 1))
+    return _running.local_size
 
 
 def _int_var(env: Mapping[str, str], name: str) -> int:

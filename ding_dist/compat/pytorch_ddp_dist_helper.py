@@ -341,14 +341,4 @@ def to_ddp_config(cfg: Any) -> Any:
         >>> to_ddp_config(cfg) is cfg, cfg.policy.learn.batch_size  # unchanged in a world of one
         (True, 64)
     """
-    divided = _split.to_ddp_config(cfg)
-    if divided is cfg or not hasattr(cfg, "get") or cfg.get("policy") is None:
-        return cfg
-    for dotted in _split.DDP_SPLIT_KEYS:
-        _, *parents, leaf = dotted.split(".")  # below "policy."
-        src, dst = divided.policy, cfg.policy
-        for key in parents:
-            src, dst = (src.get(key) if hasattr(src, "get") else None), (dst.get(key) if hasattr(dst, "get") else None)
-        if hasattr(src, "get") and hasattr(dst, "get") and leaf in dst:
-            dst[leaf] = src[leaf]
-    return cfg
+    return _split.to_ddp_config(cfg, in_place=True)

@@ -22,6 +22,7 @@ from ding_dist.config.errors import ConfigError, raise_all
 from ding_dist.config.loader import read_config, save_config
 from ding_dist.config.rules import VALUE_RULES, check_values, value_errors
 from ding_dist.config.split import split_config, split_errors, to_ddp_config
+from ding_dist.config.sync_rules import check_sync_config
 
 __all__ = [
     "CREATE_SCHEMA",
@@ -33,6 +34,7 @@ __all__ = [
     "DEFAULT_EXP_NAME",
     "VALUE_RULES",
     "apply_overrides",
+    "check_sync_config",
     "check_values",
     "compile_config",
     "parse_override",

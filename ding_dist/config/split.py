@@ -66,8 +66,8 @@ def split_errors(cfg: Mapping, parts: int, flag: str = "--nproc", keys: Sequence
     return errors
 
 
-def _divide(cfg: Any, parts: int, keys: Sequence[str], flag: str, why: str) -> Any:
-    cfg = copy.deepcopy(cfg)
+def _divide(cfg: Any, parts: int, keys: Sequence[str], flag: str, why: str, in_place: bool = False) -> Any:
+    cfg = cfg if in_place else copy.deepcopy(cfg)
     if parts == 1 or not hasattr(cfg, "get"):
         return cfg
     raise_all(split_errors(cfg, parts, flag, keys))
@@ -98,8 +98,9 @@ def split_config(cfg: Any, parts: int, flag: str = "--nproc") -> Any:
     return _divide(cfg, parts, SPLIT_KEYS, flag, "split_config")
 
 
-def to_ddp_config(cfg: Any, world_size: int | None = None) -> Any:
-    """Return a copy of ``cfg`` with DI-engine's per-process sizes divided by the world size.
+def to_ddp_config(cfg: Any, world_size: int | None = None, in_place: bool = False) -> Any:
+    """Return a copy of ``cfg`` (``in_place``: ``cfg`` itself, as DI-engine does) with DI-engine's per-process sizes
+    divided by the world size.
 
     Divides ``policy.batch_size``, ``policy.learn.batch_size``, ``policy.collect.n_sample`` and
     ``policy.collect.n_episode`` (those present) so N processes together use the global values, and logs
@@ -119,4 +120,4 @@ def to_ddp_config(cfg: Any, world_size: int | None = None) -> Any:
         world_size = get_world_size()
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
-    return _divide(cfg, world_size, DDP_SPLIT_KEYS, "--nproc", "to_ddp_config")
+    return _divide(cfg, world_size, DDP_SPLIT_KEYS, "--nproc", "to_ddp_config", in_place)

@@ -19,7 +19,6 @@ returns are computed the same way).
 from __future__ import annotations
 
 import collections
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,11 +26,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from ding_dist.data.replay import ReplayBuffer
+from ding_dist.data.replay import ReplayBuffer, RowRing, as_tensors
 
 __all__ = ["FrameReplayBuffer", "is_frame_stack_space", "replay_buffer_for"]
-
-_FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
 
 
 def is_frame_stack_space(space: gym.Space) -> bool:
@@ -67,7 +64,7 @@ def replay_buffer_for(
     return ReplayBuffer(capacity, obs_space.shape, obs_dtype=dtype, **kwargs)
 
 
-class FrameReplayBuffer:
+class FrameReplayBuffer(RowRing):
     """Ring buffer of frame-stacked transitions that stores each frame once; API of ``ReplayBuffer``.
 
     Args: as :class:`~ding_dist.data.replay.ReplayBuffer`; ``obs_shape`` is ``(K, H, W)``, uint8.
@@ -95,12 +92,7 @@ class FrameReplayBuffer:
     ) -> None:
         if len(obs_shape) != 3 or obs_shape[0] < 2:
             raise ValueError(f"FrameReplayBuffer needs stacked frames (K >= 2, H, W), got obs_shape {obs_shape}")
-        if int(capacity) < 1 or int(num_envs) < 1 or int(n_step) < 1 or not 0.0 <= gamma <= 1.0:
-            raise ValueError(f"bad capacity/num_envs/n_step/gamma: {capacity}, {num_envs}, {n_step}, {gamma}")
-        self.num_envs = int(num_envs)
-        self.rows_capacity = math.ceil(int(capacity) / self.num_envs)
-        self.n_step, self.gamma = int(n_step), float(gamma)
-        self.obs_shape, self.action_shape = tuple(obs_shape), tuple(action_shape)
+        super().__init__(capacity, obs_shape, action_shape, num_envs, n_step, gamma, seed)
         self.stack = int(obs_shape[0])
         self._frame_rows = self.rows_capacity + self.stack  # the oldest transition's K earlier frames stay
         shape = (self.rows_capacity, self.num_envs)
@@ -115,18 +107,8 @@ class FrameReplayBuffer:
         self._starts: dict[tuple[int, int], np.ndarray] = {}  # (absolute row, env) -> first obs (K frames)
         self._start_order: collections.deque[tuple[int, int]] = collections.deque()
         self._total = 0  # rows ever written (absolute index of the next row)
-        self._rows = 0
         self._last_next = np.zeros((self.num_envs, *obs_shape), dtype=np.uint8)
         self._ended = np.ones(self.num_envs, dtype=bool)  # the slot's previous step ended an episode (or none yet)
-        self._rng = np.random.default_rng(seed)
-
-    @property
-    def capacity(self) -> int:
-        """Total transitions the buffer holds when full."""
-        return self.rows_capacity * self.num_envs
-
-    def __len__(self) -> int:
-        return self._rows * self.num_envs
 
     def nbytes(self) -> int:
         """Bytes held by the stored arrays (frames, scalars, episode-start frames)."""
@@ -184,11 +166,6 @@ class FrameReplayBuffer:
         while self._start_order and self._start_order[0][0] < oldest_needed:
             del self._starts[self._start_order.popleft()]
 
-    def extend(self, rollout: Mapping[str, np.ndarray]) -> None:
-        """Add every row of a rollout whose fields have shape ``[T, num_envs, ...]`` (see the collector)."""
-        for t in range(len(rollout["reward"])):
-            self.add(*(rollout[name][t] for name in _FIELDS))
-
     def _stacked(self, absolute: np.ndarray, k: np.ndarray, env: np.ndarray) -> np.ndarray:
         """Observations at absolute rows ``absolute`` whose episode step is ``k`` (see the module docstring)."""
         K = self.stack
@@ -204,38 +181,19 @@ class FrameReplayBuffer:
 
     def sample(self, batch_size: int, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
         """``batch_size`` uniformly drawn n-step transitions as tensors on ``device`` (as ``ReplayBuffer``)."""
-        if self._rows == 0:
-            raise ValueError("cannot sample from an empty replay buffer")
-        if int(batch_size) < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         cap, d = self.rows_capacity, self._data
-        offset = self._rng.integers(0, self._rows, size=batch_size)  # age rank, 0 = oldest row
-        start_abs = self._total - self._rows + offset
-        env = self._rng.integers(0, self.num_envs, size=batch_size)
-        remaining = self._rows - offset
-        ret = np.zeros(batch_size, dtype=np.float64)
-        steps = np.zeros(batch_size, dtype=np.int64)
-        last_abs = start_abs.copy()
-        alive = np.ones(batch_size, dtype=bool)
-        for k in range(self.n_step):
-            active = alive & (k < remaining)
-            row = (start_abs + k) % cap
-            ret += np.where(active, self.gamma**k * d["reward"][row, env], 0.0)
-            last_abs = np.where(active, start_abs + k, last_abs)
-            steps = np.where(active, k + 1, steps)
-            alive = active & ~(d["terminated"][row, env] | d["truncated"][row, env])
-        last = last_abs % cap
-        discount = self.gamma**steps * (~d["terminated"][last, env])
+        drawn = self._draw_n_step(batch_size, oldest=self._total - self._rows)  # absolute rows
+        start_abs, last_abs, env = drawn["start"], drawn["last"], drawn["env"]
         k_start = d["ep_step"][start_abs % cap, env].astype(np.int64)
-        k_last = d["ep_step"][last, env].astype(np.int64)
+        k_last = d["ep_step"][last_abs % cap, env].astype(np.int64)
         out = {
             "obs": self._stacked(start_abs, k_start, env),
             "action": d["action"][start_abs % cap, env],
-            "reward": ret.astype(np.float32),
+            "reward": drawn["reward"],
             "next_obs": self._stacked(last_abs + 1, k_last + 1, env),
-            "discount": discount.astype(np.float32),
+            "discount": drawn["discount"],
         }
-        return {key: torch.from_numpy(np.ascontiguousarray(v)).to(device) for key, v in out.items()}
+        return as_tensors(out, device)
 
     def state_dict(self) -> dict[str, Any]:
         """Stored frames and rows, write position and sampler state, for checkpoints."""
@@ -249,17 +207,12 @@ class FrameReplayBuffer:
             "last_next": self._last_next.copy(),
             "ended": self._ended.copy(),
             "rng": self._rng.bit_generator.state,
-            "shape": (self.rows_capacity, self.num_envs, self.obs_shape, self.action_shape),
+            "shape": self._shape(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; the buffer must have been built with the same shapes."""
-        mine = (self.rows_capacity, self.num_envs, self.obs_shape, self.action_shape)
-        r, n, o, a = state["shape"]
-        if (r, n, tuple(o), tuple(a)) != mine:
-            raise ValueError(
-                f"replay state has (rows, num_envs, obs_shape, action_shape) = {state['shape']}, this buffer {mine}"
-            )
+        self._check_shape(state)
         self._frames[:] = state["frames"]
         for k, v in state["data"].items():
             self._data[k][:] = v

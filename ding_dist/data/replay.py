@@ -27,7 +27,111 @@ __all__ = ["ReplayBuffer"]
 _FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
 
 
-class ReplayBuffer:
+class RowRing:
+    """What both replay buffers share: rows of ``num_envs`` transitions in a ring, uniform n-step sampling.
+
+    A subclass keeps ``reward``, ``terminated`` and ``truncated`` arrays of shape ``[rows_capacity, num_envs]``
+    in ``self._data``, stores the rest its own way (:class:`ReplayBuffer`: every field;
+    :class:`~ding_dist.data.frame_replay.FrameReplayBuffer`: each frame once) and defines
+    ``add(obs, action, reward, next_obs, terminated, truncated)``, which counts the filled rows in ``_rows``.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: tuple[int, ...],
+        action_shape: tuple[int, ...],
+        num_envs: int,
+        n_step: int,
+        gamma: float,
+        seed: int | None,
+    ) -> None:
+        if int(capacity) < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if int(n_step) < 1:
+            raise ValueError(f"n_step must be >= 1, got {n_step}")
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+        self.num_envs = int(num_envs)
+        self.rows_capacity = math.ceil(int(capacity) / self.num_envs)
+        self.n_step = int(n_step)
+        self.gamma = float(gamma)
+        self.obs_shape = tuple(obs_shape)
+        self.action_shape = tuple(action_shape)
+        self._data: dict[str, np.ndarray] = {}
+        self._rows = 0  # rows filled so far (<= rows_capacity)
+        self._rng = np.random.default_rng(seed)
+
+    @property
+    def capacity(self) -> int:
+        """Total transitions the buffer holds when full."""
+        return self.rows_capacity * self.num_envs
+
+    def __len__(self) -> int:
+        return self._rows * self.num_envs
+
+    def extend(self, rollout: Mapping[str, np.ndarray]) -> None:
+        """Add every row of a rollout whose fields have shape ``[T, num_envs, ...]`` (see the collector)."""
+        for t in range(len(rollout["reward"])):
+            self.add(*(rollout[name][t] for name in _FIELDS))
+
+    def _draw_n_step(self, batch_size: int, oldest: int) -> dict[str, np.ndarray]:
+        """Draw ``batch_size`` transitions uniformly and sum their n-step returns (see the module docstring).
+
+        ``oldest`` is the oldest row, counted so that ``row % rows_capacity`` indexes the arrays. Returns the
+        slots ``env``, the first and last rows ``start`` and ``last`` (same counting, not reduced), the
+        discounted ``reward`` sum and ``discount`` (``gamma**m``, 0 when the last step terminated).
+        """
+        if self._rows == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        cap, d = self.rows_capacity, self._data
+        offset = self._rng.integers(0, self._rows, size=batch_size)  # age rank, 0 = oldest row
+        start = oldest + offset
+        env = self._rng.integers(0, self.num_envs, size=batch_size)
+        remaining = self._rows - offset  # rows from start to the newest, inclusive
+        ret = np.zeros(batch_size, dtype=np.float64)
+        steps = np.zeros(batch_size, dtype=np.int64)
+        last = start.copy()
+        alive = np.ones(batch_size, dtype=bool)
+        for k in range(self.n_step):
+            active = alive & (k < remaining)
+            row = (start + k) % cap
+            ret += np.where(active, self.gamma**k * d["reward"][row, env], 0.0)
+            last = np.where(active, start + k, last)
+            steps = np.where(active, k + 1, steps)
+            alive = active & ~(d["terminated"][row, env] | d["truncated"][row, env])
+        discount = self.gamma**steps * (~d["terminated"][last % cap, env])
+        return {
+            "env": env,
+            "start": start,
+            "last": last,
+            "reward": ret.astype(np.float32),
+            "discount": discount.astype(np.float32),
+        }
+
+    def _shape(self) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
+        return (self.rows_capacity, self.num_envs, self.obs_shape, self.action_shape)
+
+    def _check_shape(self, state: Mapping[str, Any]) -> None:
+        """Refuse a :meth:`state_dict` of a buffer with other shapes."""
+        rows, envs, obs, action = state["shape"]
+        if (rows, envs, tuple(obs), tuple(action)) != self._shape():
+            raise ValueError(
+                f"replay state has (rows, num_envs, obs_shape, action_shape) = {tuple(state['shape'])}, "
+                f"this buffer {self._shape()}"
+            )
+
+
+def as_tensors(arrays: Mapping[str, np.ndarray], device: str | torch.device) -> dict[str, torch.Tensor]:
+    """Sampled arrays as tensors on ``device``."""
+    return {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in arrays.items()}
+
+
+class ReplayBuffer(RowRing):
     """Ring buffer of transitions from ``num_envs`` parallel env slots, sampled uniformly as tensors.
 
     Args:
@@ -59,20 +163,7 @@ class ReplayBuffer:
         gamma: float = 0.99,
         seed: int | None = None,
     ) -> None:
-        if int(capacity) < 1:
-            raise ValueError(f"capacity must be >= 1, got {capacity}")
-        if int(num_envs) < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        if int(n_step) < 1:
-            raise ValueError(f"n_step must be >= 1, got {n_step}")
-        if not 0.0 <= gamma <= 1.0:
-            raise ValueError(f"gamma must be in [0, 1], got {gamma}")
-        self.num_envs = int(num_envs)
-        self.rows_capacity = math.ceil(int(capacity) / self.num_envs)
-        self.n_step = int(n_step)
-        self.gamma = float(gamma)
-        self.obs_shape = tuple(obs_shape)
-        self.action_shape = tuple(action_shape)
+        super().__init__(capacity, obs_shape, action_shape, num_envs, n_step, gamma, seed)
         shape = (self.rows_capacity, self.num_envs)
         self._data = {
             "obs": np.zeros(shape + self.obs_shape, dtype=obs_dtype),
@@ -83,16 +174,6 @@ class ReplayBuffer:
             "truncated": np.zeros(shape, dtype=bool),
         }
         self._pos = 0  # next row to write
-        self._rows = 0  # rows filled so far (<= rows_capacity)
-        self._rng = np.random.default_rng(seed)
-
-    @property
-    def capacity(self) -> int:
-        """Total transitions the buffer holds when full."""
-        return self.rows_capacity * self.num_envs
-
-    def __len__(self) -> int:
-        return self._rows * self.num_envs
 
     def nbytes(self) -> int:
         """Bytes held by the stored arrays (allocated for the full capacity)."""
@@ -118,50 +199,23 @@ class ReplayBuffer:
         self._pos = (self._pos + 1) % self.rows_capacity
         self._rows = min(self._rows + 1, self.rows_capacity)
 
-    def extend(self, rollout: Mapping[str, np.ndarray]) -> None:
-        """Add every row of a rollout whose fields have shape ``[T, num_envs, ...]`` (see the collector)."""
-        length = len(rollout["reward"])
-        for t in range(length):
-            self.add(*(rollout[name][t] for name in _FIELDS))
-
     def sample(self, batch_size: int, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
         """``batch_size`` uniformly drawn n-step transitions as tensors on ``device``.
 
         Keys: ``obs``, ``action``, ``reward`` (discounted n-step sum), ``next_obs`` (observation to
         bootstrap from), ``discount`` (``gamma**m``, 0 after termination).
         """
-        if self._rows == 0:
-            raise ValueError("cannot sample from an empty replay buffer")
-        if int(batch_size) < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         cap, d = self.rows_capacity, self._data
-        offset = self._rng.integers(0, self._rows, size=batch_size)  # age rank, 0 = oldest row
-        oldest = self._pos if self._rows == cap else 0
-        start = (oldest + offset) % cap
-        env = self._rng.integers(0, self.num_envs, size=batch_size)
-        remaining = self._rows - offset  # rows from start to the newest, inclusive
-
-        ret = np.zeros(batch_size, dtype=np.float64)
-        steps = np.zeros(batch_size, dtype=np.int64)
-        last = start.copy()
-        alive = np.ones(batch_size, dtype=bool)
-        for k in range(self.n_step):
-            active = alive & (k < remaining)
-            row = (start + k) % cap
-            ret += np.where(active, self.gamma**k * d["reward"][row, env], 0.0)
-            last = np.where(active, row, last)
-            steps = np.where(active, k + 1, steps)
-            alive = active & ~(d["terminated"][row, env] | d["truncated"][row, env])
-        discount = self.gamma**steps * (~d["terminated"][last, env])
-
+        drawn = self._draw_n_step(batch_size, oldest=self._pos if self._rows == cap else 0)
+        start, last, env = drawn["start"] % cap, drawn["last"] % cap, drawn["env"]
         out = {
             "obs": d["obs"][start, env],
             "action": d["action"][start, env],
-            "reward": ret.astype(np.float32),
+            "reward": drawn["reward"],
             "next_obs": d["next_obs"][last, env],
-            "discount": discount.astype(np.float32),
+            "discount": drawn["discount"],
         }
-        return {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in out.items()}
+        return as_tensors(out, device)
 
     def state_dict(self) -> dict[str, Any]:
         """Stored rows, write position and sampler state, for checkpoints."""
@@ -170,17 +224,12 @@ class ReplayBuffer:
             "pos": self._pos,
             "rows": self._rows,
             "rng": self._rng.bit_generator.state,
-            "shape": (self.rows_capacity, self.num_envs, self.obs_shape, self.action_shape),
+            "shape": self._shape(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; the buffer must have been built with the same shapes."""
-        mine = (self.rows_capacity, self.num_envs, self.obs_shape, self.action_shape)
-        theirs = tuple(state["shape"])
-        if (theirs[0], theirs[1], tuple(theirs[2]), tuple(theirs[3])) != mine:
-            raise ValueError(
-                f"replay state has (rows, num_envs, obs_shape, action_shape) = {theirs}, this buffer {mine}"
-            )
+        self._check_shape(state)
         rows = int(state["rows"])
         for k, v in state["data"].items():
             self._data[k][:rows] = v

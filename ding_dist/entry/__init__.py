@@ -1,4 +1,8 @@
-"""Entry points: training pipelines and evaluation (the ``ding-dist`` CLI lives in ``entry/cli.py``).
+"""Entry points: training pipelines and evaluation (the ``ding-dist`` CLI lives in ``entry/cli/``).
+
+Layout: :mod:`~ding_dist.entry.pipeline` (train: compile once, pick the loop, run),
+:mod:`~ding_dist.entry.experiment` (the compiled run), :mod:`~ding_dist.entry.services` (checkpointing,
+metrics, evaluation, failures, the run folder), :mod:`~ding_dist.entry.loops` (data-parallel, actor, learner).
 
 Names load on first use (PEP 562), so ``ding-dist --help`` does not import torch.
 """

@@ -1,84 +1,110 @@
-"""The experiment: reading and compiling a config, choosing its folder, and building its parts.
+"""The experiment: a config compiled once, its folder and lock, its roles; and building a run's parts.
 
-Shared by every training mode (data-parallel, actor-learner) and by ``evaluate``. The config is compiled
-against the defaults of its env, its policy and the ``actor_learner`` section (:mod:`~ding_dist.entry.roles`).
+:func:`load_config` is the one way from a config (a file path, a ``(main_config, create_config)`` tuple, or an
+already compiled config) to the compiled global config; :class:`Experiment` carries that compiled config, the
+experiment folder and its lock, the roles of an actor-learner run and the run's limits to the training loops,
+which never read a config path again. The config is compiled against the defaults of its env, its policy and
+the ``actor_learner`` section (:mod:`~ding_dist.entry.roles`).
 
 Example::
 
     cfg = load_config("configs/cartpole_dqn_config.py", overrides=["policy.learn.batch_size=128"])
-    exp_dir = default_exp_dir(cfg.exp_name)  # runs/cartpole_dqn, or a timestamped folder if that one holds a run
+    with Experiment.open(cfg, max_env_steps=20_000) as exp:   # runs/cartpole_dqn, locked
+        exp.exp_dir, exp.roles, exp.on_policy
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 from easydict import EasyDict
 
-from ding_dist.comm import resolve_device
-from ding_dist.config import compile_config, read_config, translate_if_ding
-from ding_dist.entry.roles import actor_learner_default_config, check_actor_learner_config
+from ding_dist.comm import broadcast_object, get_rank, get_world_size, resolve_device
+from ding_dist.config import check_sync_config, compile_config, read_config, translate_if_ding
+from ding_dist.data.frame_replay import FrameReplayBuffer, replay_buffer_for
+from ding_dist.data.replay import ReplayBuffer
+from ding_dist.entry.roles import Roles, actor_learner_default_config, check_actor_learner_config
 from ding_dist.envs import env_default_config
+from ding_dist.envs.seeding import RunSeeds
 from ding_dist.policy import Policy, get_policy_cls
-from ding_dist.policy.base import check_sync_config
+from ding_dist.utils.exp_lock import ExperimentInUseError, ExperimentLock
 
 __all__ = [
     "ConfigArg",
+    "Experiment",
     "RESTART_ENV",
     "build_policy",
+    "cpu_cores",
     "default_exp_dir",
+    "default_threads",
     "env_manager",
     "holds_run",
+    "is_compiled",
     "load_config",
-    "read_any",
+    "make_replay_buffer",
+    "replay_capacity",
     "restart_count",
 ]
 
 logger = logging.getLogger(__name__)
 
-ConfigArg = str | os.PathLike | tuple[Mapping, Mapping]
+ConfigArg = str | os.PathLike | tuple[Mapping, Mapping] | EasyDict
 
 #: Set by torchrun's elastic agent in the workers it starts: 0 at first, then 1, 2, ... after restarts.
 RESTART_ENV = "TORCHELASTIC_RESTART_COUNT"
+#: Default bound (seconds) of the health checks before each evaluation and checkpoint.
+DEFAULT_HEALTH_TIMEOUT_S = 60.0
 
 
-def read_any(config: ConfigArg) -> tuple[EasyDict, EasyDict]:
-    """``(main_config, create_config)`` of a config file path or of such a tuple.
+def is_compiled(config: Any) -> bool:
+    """True for a config :func:`load_config` returned (it holds its ``create_config``), False for a path or a
+    ``(main_config, create_config)`` pair.
 
     Example::
 
-        main, create = read_any("configs/cartpole_dqn_config.py")
+        is_compiled(load_config("configs/cartpole_dqn_config.py"))  # True
     """
-    if isinstance(config, (str, os.PathLike)):
-        return read_config(config)
-    if isinstance(config, tuple) and len(config) == 2:
-        main, create = config
-        return EasyDict(main), EasyDict(create or {})
-    raise TypeError(f"config must be a path to a Python config file or (main_config, create_config), got {config!r}")
+    return isinstance(config, Mapping) and "create_config" in config and "policy" in config
 
 
 def load_config(config: ConfigArg, *, seed: int | None = None, overrides: Sequence[str] = ()) -> EasyDict:
-    """Read and compile a config against the defaults of its env and policy (global, not per-rank, sizes).
+    """The compiled global config (not per-rank sizes): read, translated when it is a DI-engine file, merged over
+    the defaults of its env and policy, checked. A config that is compiled already comes back as it is (a copy).
 
     Example::
 
         cfg = load_config("configs/cartpole_dqn_config.py", overrides=["policy.learn.batch_size=128"])
     """
-    main, create = read_any(config)
+    if is_compiled(config):
+        if seed is not None or overrides:
+            raise ValueError("this config is compiled already: give seed and overrides when it is compiled")
+        return EasyDict(config)
+    if isinstance(config, (str, os.PathLike)):
+        main, create = read_config(config)
+    elif isinstance(config, tuple) and len(config) == 2:
+        main, create = EasyDict(config[0]), EasyDict(config[1] or {})
+    else:
+        raise TypeError(
+            f"config must be a path to a Python config file, (main_config, create_config) or a compiled config, "
+            f"got {config!r:.120}"
+        )
     main, create, overrides = translate_if_ding(main, create, overrides, config)  # DI-engine files: ding_dialect.py
     policy_type = (create.get("policy") or {}).get("type")
     if policy_type is None:
         raise ValueError("create_config.policy.type is missing; set it to one of the registered policies")
-    policy_cls = get_policy_cls(policy_type)
     defaults = {
         "env": env_default_config(),
-        "policy": policy_cls.default_config(),
+        "policy": get_policy_cls(policy_type).default_config(),
         "actor_learner": actor_learner_default_config(),
     }
     cfg = compile_config(main, create, defaults=defaults, seed=seed, overrides=overrides)
@@ -127,6 +153,113 @@ def restart_count() -> int:
         raise ValueError(f"environment variable {RESTART_ENV} must be an integer, got {raw!r}") from None
 
 
+@dataclass
+class Experiment:
+    """One run of a compiled config on this process: the config, the folder (locked), the roles and the limits.
+
+    Built on every rank by :meth:`open` (rank 0 decides the folder and takes its lock; every rank agrees).
+    ``roles`` is None for the data-parallel mode. Close it (or use it as a context manager) to release the lock.
+
+    Example::
+
+        with Experiment.open(load_config("configs/cartpole_ppo_config.py"), max_env_steps=8192) as exp:
+            DataParallelLoop(exp).run()
+    """
+
+    cfg: EasyDict
+    exp_dir: Path
+    lock: ExperimentLock
+    roles: Roles | None
+    rank: int
+    world: int
+    resume: Path | None = None
+    max_env_steps: int | None = None
+    health_timeout: float = DEFAULT_HEALTH_TIMEOUT_S
+    restarts: int = 0
+    _closed: bool = field(default=False, repr=False)
+
+    @classmethod
+    def open(
+        cls,
+        cfg: EasyDict,
+        *,
+        exp_dir: str | os.PathLike | None = None,
+        resume: str | os.PathLike | None = None,
+        max_env_steps: int | None = None,
+        health_timeout: float = DEFAULT_HEALTH_TIMEOUT_S,
+    ) -> Experiment:
+        """Check the run's limits, choose and lock its folder (``exp_dir``; ``resume``'s; or
+        :func:`default_exp_dir`), read its roles. Raises ``ValueError``/``FileExistsError`` naming the bad value."""
+        if not is_compiled(cfg):
+            raise TypeError("Experiment.open takes a compiled config (load_config)")
+        if max_env_steps is not None and (isinstance(max_env_steps, bool) or max_env_steps < 1):
+            raise ValueError(f"max_env_steps must be >= 1 or None, got {max_env_steps}")
+        if isinstance(health_timeout, bool) or not isinstance(health_timeout, (int, float)) or not health_timeout > 0:
+            raise ValueError(f"health_timeout must be a positive number of seconds, got {health_timeout!r}")
+        if max_env_steps is None and cfg.env.stop_value is None:
+            logger.warning("neither max_env_steps nor env.stop_value is set: training runs until interrupted")
+        rank, world, restarts = get_rank(), get_world_size(), restart_count()
+        roles = Roles.from_config(cfg.actor_learner, world)
+        if exp_dir is None and resume is None:  # decided once, on rank 0: ranks must agree on the folder
+            exp_dir = broadcast_object(default_exp_dir(cfg.exp_name) if rank == 0 else None)
+        elif resume is None and restarts == 0 and holds_run(exp_dir):
+            raise FileExistsError(
+                f"exp_dir {str(exp_dir)!r} already holds a run (checkpoints or result.json): "
+                "resume it, or choose another folder"
+            )
+        folder = Path(exp_dir or resume)
+        lock = _lock(folder, rank)
+        return cls(cfg, folder, lock, roles, rank, world, None if resume is None else Path(resume), max_env_steps,
+                   float(health_timeout), restarts)  # fmt: skip
+
+    def seeds(self, start_step: int) -> RunSeeds:
+        """The seed streams of this segment (the run seed, the restart, the env step it starts from): a resume
+        or a restart never replays earlier episodes or exploration noise."""
+        return RunSeeds(self.cfg.seed, restart=self.restarts, start_step=start_step)
+
+    @property
+    def policy_type(self) -> str:
+        return self.cfg.create_config.policy.type
+
+    @property
+    def on_policy(self) -> bool:
+        """Whether the config's policy learns from fresh rollouts (PPO, IMPALA) rather than a replay buffer."""
+        return get_policy_cls(self.policy_type).on_policy
+
+    @property
+    def is_learner(self) -> bool:
+        """This rank learns: every rank of a data-parallel run, the learner ranks of an actor-learner one."""
+        return self.roles is None or self.roles.is_learner(self.rank)
+
+    def close(self) -> None:
+        """Release the folder's lock (once)."""
+        if not self._closed:
+            self._closed = True
+            self.lock.release()
+
+    def __enter__(self) -> Experiment:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _lock(folder: Path, rank: int) -> ExperimentLock:
+    """Rank 0 creates the folder and takes its lock; every rank raises if another live run holds it."""
+    lock = ExperimentLock(folder)
+    error = None
+    if rank == 0:
+        try:
+            lock.acquire()
+        except ExperimentInUseError as e:
+            error = str(e)
+    error = broadcast_object(error)
+    if error is not None:
+        raise ExperimentInUseError(error)
+    return lock
+
+
+# --------------------------------------------------------------------------------- building a run's parts
 def env_manager(cfg: EasyDict) -> str:
     """``create_config.env_manager.type`` (``sync`` when unset)."""
     return ((cfg.create_config.get("env_manager") or {}).get("type")) or "sync"
@@ -175,3 +308,40 @@ def build_policy(
     if device.type == "cuda":  # the rank's GPU becomes its current one (ranks on the CPU never touch CUDA)
         torch.cuda.set_device(device)
     return policy_cls(cfg.policy, obs_space, action_space, device)
+
+
+def make_replay_buffer(
+    cfg: EasyDict, obs_space: gym.Space, act_space: gym.Space, num_envs: int, capacity: int, seed: int
+) -> ReplayBuffer | FrameReplayBuffer:
+    """A replay buffer of ``capacity`` transitions over ``num_envs`` env slots for the config's policy.
+
+    Stacked uint8 frames (Atari) get a :class:`~ding_dist.data.frame_replay.FrameReplayBuffer` that stores
+    each frame once, unless ``policy.other.replay_buffer.frame_dedup`` is False (True: required).
+
+    Example::
+
+        buffer = make_replay_buffer(cfg, obs_space, act_space, num_envs=8, capacity=100_000, seed=0)
+    """
+    p = cfg.policy
+    discrete = isinstance(act_space, gym.spaces.Discrete)
+    return replay_buffer_for(
+        obs_space,
+        capacity,
+        frame_dedup=p.other.replay_buffer.get("frame_dedup"),
+        action_shape=() if discrete else act_space.shape,
+        action_dtype=np.int64 if discrete else np.float32,
+        num_envs=num_envs,
+        n_step=p.get("nstep", 1),
+        gamma=p.discount_factor,
+        seed=seed,
+    )
+
+
+def replay_capacity(cfg: EasyDict, parts: int) -> int:
+    """One of ``parts`` equal shares of the global ``replay_buffer_size`` (rounded up).
+
+    Example::
+
+        replay_capacity(cfg, parts=2)  # half the global replay on each of 2 ranks
+    """
+    return math.ceil(cfg.policy.other.replay_buffer.replay_buffer_size / parts)

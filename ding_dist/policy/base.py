@@ -52,11 +52,10 @@ from easydict import EasyDict
 from torch import nn
 
 from ding_dist.comm import resolve_device
-from ding_dist.sync import QAdamOptimizer, distribute, get_algorithm
+from ding_dist.sync import distribute, get_algorithm
 
 __all__ = [
     "Policy",
-    "check_sync_config",
     "policy_sync_group",
     "acting_only",
     "mlp",
@@ -173,8 +172,9 @@ class Policy(abc.ABC):
 
     # --- distributed training -------------------------------------------------------------------
     def make_optimizer(self, params: Any, lr: float, **adam_kwargs: Any) -> torch.optim.Optimizer:
-        """Adam over ``params``, or Bagua's :class:`~ding_dist.sync.QAdamOptimizer` when ``policy.sync``
-        names ``qadam`` (its ``warmup_steps`` option goes to the optimizer).
+        """Adam over ``params``, or the optimizer the algorithm ``policy.sync`` names needs (its ``optimizer``
+        in the registry, e.g. Bagua's :class:`~ding_dist.sync.QAdamOptimizer` for ``qadam``), which takes the
+        algorithm's ``optimizer_options`` from ``policy.sync.options`` (qadam's ``warmup_steps``).
 
         Example::
 
@@ -184,9 +184,10 @@ class Policy(abc.ABC):
         algorithm = get_algorithm(sync.get("algorithm", "gradient_allreduce"))  # an unknown name fails here
         if _ACTING_ONLY.get():
             return None  # type: ignore[return-value]
-        if algorithm.name == "qadam":
+        if algorithm.optimizer is not None:
             options = sync.get("options") or {}
-            return QAdamOptimizer(params, lr=lr, warmup_steps=options.get("warmup_steps", 100), **adam_kwargs)
+            own = {k: options[k] for k in algorithm.optimizer_options if k in options}
+            return algorithm.optimizer(params, lr=lr, **own, **adam_kwargs)
         return torch.optim.Adam(params, lr=lr, **adam_kwargs)
 
     def distribute(self, model: nn.Module, optimizer: torch.optim.Optimizer, **options: Any):
@@ -200,9 +201,10 @@ class Policy(abc.ABC):
         if _ACTING_ONLY.get():
             return model, optimizer
         sync = self.cfg.get("sync") or {}
-        merged = {k: v for k, v in (sync.get("options") or {}).items() if k != "warmup_steps"}
-        merged.update(options)
         algorithm = sync.get("algorithm", "gradient_allreduce")
+        to_optimizer = get_algorithm(algorithm).optimizer_options  # given to make_optimizer, not to the algorithm
+        merged = {k: v for k, v in (sync.get("options") or {}).items() if k not in to_optimizer}
+        merged.update(options)
         return distribute(model, optimizer, algorithm=algorithm, group=self.sync_group, **merged)
 
     # --- acting ---------------------------------------------------------------------------------
@@ -242,42 +244,40 @@ class Policy(abc.ABC):
                 target.load_state_dict(state[name])
         self.train_iter = int(state["train_iter"])
 
+    def schedule_values(self, env_step: int) -> dict[str, float]:
+        """The policy's schedules at global ``env_step`` for the logs (``{"train/epsilon": ...}`` for DQN); none
+        by default.
+
+        Example::
+
+            policy.schedule_values(env_step=10_000)  # {} for PPO
+        """
+        return {}
+
+    def named_weights(self) -> dict[str, torch.Tensor]:
+        """The floating tensors (parameters and buffers) of the networks in ``_state_attrs``, by
+        ``"<attr>.<key>"``, in a fixed order: what an acting copy of the policy needs (the weights learners
+        publish to actors) and what ranks must agree on (the debug mode's consistency check).
+
+        Example::
+
+            sum(t.numel() for t in policy.named_weights().values())  # floats sent per weight version
+        """
+        out: dict[str, torch.Tensor] = {}
+        for name in self._state_attrs:
+            obj = getattr(self, name)
+            if isinstance(obj, nn.Module):
+                for key, t in obj.state_dict(keep_vars=True).items():
+                    if t.is_floating_point():
+                        out[f"{name}.{key}"] = t
+            elif isinstance(obj, torch.Tensor) and obj.is_floating_point():
+                out[name] = obj
+        return out
+
     # --- small helpers --------------------------------------------------------------------------
     def as_tensor(self, x: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """``x`` as a tensor on the policy's device."""
         return torch.as_tensor(x, dtype=dtype, device=self.device)
-
-
-def check_sync_config(sync: Mapping[str, Any]) -> None:
-    """Raise ``ConfigError`` naming ``policy.sync.algorithm`` or the option that the algorithm does not take.
-
-    Example::
-
-        check_sync_config({"algorithm": "bytegrad", "options": {"error_feedback": True}})
-    """
-    import difflib
-
-    from ding_dist.config import ConfigError
-    from ding_dist.sync import available_algorithms
-
-    name = sync.get("algorithm", "gradient_allreduce")
-    try:
-        algo = get_algorithm(name)
-    except (ValueError, TypeError):
-        close = difflib.get_close_matches(str(name), available_algorithms(), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ConfigError(
-            f"config key 'policy.sync.algorithm' must be one of {available_algorithms()}, got {name!r}{hint}"
-        ) from None
-    valid = set(algo.options) | ({"warmup_steps"} if algo.name == "qadam" else set())
-    for key in sync.get("options") or {}:
-        if key not in valid:
-            close = difflib.get_close_matches(key, sorted(valid), n=1)
-            hint = f" (did you mean 'policy.sync.options.{close[0]}'?)" if close else ""
-            raise ConfigError(
-                f"unknown config key 'policy.sync.options.{key}' for algorithm {algo.name!r}; "
-                f"valid options: {', '.join(sorted(valid)) or 'none'}{hint}"
-            )
 
 
 def obs_dim(space: gym.Space) -> int:

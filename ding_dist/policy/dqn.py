@@ -169,6 +169,11 @@ class DQNPolicy(Policy):
         self.target_model = copy.deepcopy(self.model).requires_grad_(False)
 
     @torch.no_grad()
+    def schedule_values(self, env_step: int) -> dict[str, float]:
+        """The exploration epsilon at global ``env_step``."""
+        e = self.cfg.other.eps
+        return {"train/epsilon": epsilon_schedule(e.type, e.start, e.end, e.decay, env_step)}
+
     def collect_action(self, obs: np.ndarray, env_step: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         e = self.cfg.other.eps
         eps = epsilon_schedule(e.type, e.start, e.end, e.decay, env_step)

@@ -29,9 +29,9 @@ from torch import nn
 from torch.distributions import Categorical, Normal
 
 from ding_dist.comm import allreduce, comm_device, get_world_size
-from ding_dist.envs.normalization import RunningObsNorm
 from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
 from ding_dist.policy.encoders import NatureCNN, is_image_space, obs_tensor
+from ding_dist.policy.normalization import RunningObsNorm
 
 __all__ = ["PPOPolicy", "ActorCritic", "ImageActorCritic", "compute_gae"]
 

@@ -14,7 +14,7 @@ from .algorithms import (
     register_algorithm,
 )
 from .algorithms.qadam import QAdamOptimizer
-from .bucket import Bucket, Pending
+from .bucket import Bucket, BucketStage
 from .decentralized_dp import DecentralizedDataParallel
 from .drift import weight_drift
 from .engine import DistributedModel, allreduce_parameters, broadcast_parameters, distribute
@@ -41,7 +41,7 @@ __all__ = [
     "DistributedModel",
     "Edge",
     "NonFiniteGradientError",
-    "Pending",
+    "BucketStage",
     "QAdamOptimizer",
     "Topology",
     "allreduce_parameters",

@@ -1,7 +1,8 @@
 """Private collective shim for the sync engine, with traffic accounting.
 
-Everything the engine and its algorithms send goes through a :class:`Link`, which counts the
-bytes handed to each collective and forwards to :mod:`ding_dist.comm`.
+Everything the engine and its algorithms send goes through a :class:`MeteredLink`, which counts the
+bytes handed to each collective and forwards to :mod:`ding_dist.comm` (whose links, fake or real, carry
+them). Every transfer it starts returns a :class:`ding_dist.comm.CommHandle`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ding_dist import comm
 from ding_dist.comm.init import on_finalize  # (issue 12 block: cached subgroups)
 
 
-class Link:
+class MeteredLink:
     """A process group plus byte counters; the only door algorithms use to communicate.
 
     ``bytes_sent`` estimates what this rank puts on the wire for the textbook algorithm of each
@@ -24,7 +25,7 @@ class Link:
     ``(W-1)`` times the input); ``payload_bytes`` is the plain size of the tensors handed over.
 
     Example:
-        >>> link = Link(group=None)          # the fake link: a world of one
+        >>> link = MeteredLink(group=None)  # the fake link: a world of one
         >>> link.allreduce(torch.ones(2)).wait()
         tensor([1., 1.])
         >>> link.collectives
@@ -50,19 +51,19 @@ class Link:
         self.bytes_sent += int(nbytes * wire_factor)
         self.collectives += 1
 
-    def allreduce(self, tensor: torch.Tensor) -> Any:
+    def allreduce(self, tensor: torch.Tensor) -> comm.CommHandle:
         """Start an in-place SUM allreduce of ``tensor``; returns a handle with ``wait()``."""
         w = self.world_size
         self._count(tensor.numel() * tensor.element_size(), 2.0 * (w - 1) / w)
         return comm.allreduce(tensor, op="sum", group=self.group, async_op=True)
 
-    def all_to_all(self, output: torch.Tensor, inp: torch.Tensor) -> Any:
+    def all_to_all(self, output: torch.Tensor, inp: torch.Tensor) -> comm.CommHandle:
         """Start an all-to-all of equal splits (``inp`` viewed as ``world_size`` rows)."""
         w = self.world_size
         self._count(inp.numel() * inp.element_size(), (w - 1) / w)
         return comm.all_to_all_single(output, inp, group=self.group, async_op=True)
 
-    def allgather(self, output: torch.Tensor, inp: torch.Tensor) -> Any:
+    def allgather(self, output: torch.Tensor, inp: torch.Tensor) -> comm.CommHandle:
         """Start an all-gather of ``inp`` from every rank into the flat ``output`` (rank order)."""
         self._count(inp.numel() * inp.element_size(), float(self.world_size - 1))
         return comm.allgather_into_tensor(output, inp, group=self.group, async_op=True)
@@ -107,7 +108,7 @@ class Link:
         made = dist.new_group(ranks)
         return made if self.rank in ranks else None
 
-    def exchange(self, send: torch.Tensor, recv: torch.Tensor, peer: int) -> Handles:
+    def exchange(self, send: torch.Tensor, recv: torch.Tensor, peer: int) -> comm.CommHandle:
         """Start sending ``send`` to group rank ``peer`` and receiving its message into ``recv`` (both
         ranks of the pair call it); ``wait()`` before reading ``recv`` or writing ``send``.
 
@@ -119,7 +120,7 @@ class Link:
         Counted as one collective.
         """
         self.count_exchange(send)
-        return Handles([w for s, r in zip(pieces(send), pieces(recv)) for w in self.exchange_piece(s, r, peer)])
+        return comm.CommHandle([w for s, r in zip(pieces(send), pieces(recv)) for w in self.exchange_piece(s, r, peer)])
 
     def count_exchange(self, send: torch.Tensor) -> None:
         """Count one :meth:`exchange` of ``send`` (for callers that post its pieces themselves)."""
@@ -132,9 +133,9 @@ class Link:
 
 
 EXCHANGE_PIECES = 8
-"""At most this many point-to-point messages per :meth:`Link.exchange`."""
+"""At most this many point-to-point messages per :meth:`MeteredLink.exchange`."""
 EXCHANGE_MIN_PIECE_BYTES = 256 * 1024
-"""No piece of a :meth:`Link.exchange` is smaller than this (small messages go whole)."""
+"""No piece of a :meth:`MeteredLink.exchange` is smaller than this (small messages go whole)."""
 
 
 def pieces(t: torch.Tensor) -> list[torch.Tensor]:
@@ -155,53 +156,23 @@ def pieces(t: torch.Tensor) -> list[torch.Tensor]:
     return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-class Handles:
-    """Several transfers finished together: ``wait()`` waits for each, in order.
-
-    Example:
-        >>> Handles([]).wait()
-    """
-
-    __slots__ = ("works",)
-
-    def __init__(self, works: list[Any]) -> None:
-        self.works = works
-
-    def wait(self) -> None:
-        """Block until every transfer is complete."""
-        for work in self.works:
-            work.wait()
-
-
 # ==== subgroups for hierarchical and asynchronous algorithms (issue 12) ==========================
 # Used by ``gradient_allreduce``/``bytegrad`` (``hierarchical=True``), ``local_sgd`` and ``async``.
 
 
-class _Done:
-    """The handle of a transfer that had nothing to do (a group of one)."""
-
-    __slots__ = ("tensor",)
-
-    def __init__(self, tensor: torch.Tensor) -> None:
-        self.tensor = tensor
-
-    def wait(self) -> torch.Tensor:
-        return self.tensor
-
-
-class SubLink(Link):
-    """A :class:`Link` over a subgroup of ``parent``'s ranks; its traffic also counts on ``parent``, so a
-    model's ``comm_stats()`` include it.
+class MeteredSubLink(MeteredLink):
+    """A :class:`MeteredLink` over a subgroup of ``parent``'s ranks; its traffic also counts on ``parent``, so
+    a model's ``comm_stats()`` include it.
 
     Example:
-        >>> sub = SubLink(None, Link())   # the fake link: a group of one
+        >>> sub = MeteredSubLink(None, MeteredLink())  # the fake link: a group of one
         >>> sub.reduce(torch.ones(2)).wait()
         tensor([1., 1.])
     """
 
     __slots__ = ("parent",)
 
-    def __init__(self, group: Any, parent: Link) -> None:
+    def __init__(self, group: Any, parent: MeteredLink) -> None:
         super().__init__(group)
         self.parent = parent
 
@@ -209,25 +180,27 @@ class SubLink(Link):
         super()._count(nbytes, wire_factor)
         self.parent._count(nbytes, wire_factor)
 
-    def reduce(self, tensor: torch.Tensor, dst: int = 0) -> Any:
+    def reduce(self, tensor: torch.Tensor, dst: int = 0) -> comm.CommHandle:
         """Start an in-place SUM reduce of ``tensor`` onto group rank ``dst`` (the others' ``tensor`` is
         scratch afterwards); returns a handle with ``wait()``."""
         w = self.world_size
         self._count(tensor.numel() * tensor.element_size(), (w - 1) / w)
         if w == 1:
-            return _Done(tensor)
+            return comm.CommHandle(None, tensor)
         target = comm.get_global_rank(self.group, dst)
-        return dist.reduce(tensor, dst=target, op=dist.ReduceOp.SUM, group=self.group, async_op=True)
+        return comm.CommHandle(
+            dist.reduce(tensor, dst=target, op=dist.ReduceOp.SUM, group=self.group, async_op=True), tensor
+        )
 
-    def broadcast_async(self, tensor: torch.Tensor, src: int = 0) -> Any:
+    def broadcast_async(self, tensor: torch.Tensor, src: int = 0) -> comm.CommHandle:
         """Start broadcasting ``tensor`` in place from group rank ``src``; returns a handle with ``wait()``."""
         self._count(tensor.numel() * tensor.element_size(), 1.0 if self.rank == src else 0.0)
         if self.world_size == 1:
-            return _Done(tensor)
+            return comm.CommHandle(None, tensor)
         return comm.broadcast(tensor, src=comm.get_global_rank(self.group, src), group=self.group, async_op=True)
 
 
-def _check_world(link: Link, what: str) -> None:
+def _check_world(link: MeteredLink, what: str) -> None:
     if link.world_size != comm.get_world_size():
         raise ValueError(
             f"{what} creates process groups, which needs the link's group to be the world (it has "
@@ -235,59 +208,59 @@ def _check_world(link: Link, what: str) -> None:
         )
 
 
-def consecutive_link(link: Link, size: int) -> Link:
+def consecutive_link(link: MeteredLink, size: int) -> MeteredLink:
     """This rank's group among the consecutive groups of ``size`` ranks of the world (``link``'s group).
 
     Collective the first time (every rank creates every group, in the same order); the groups are cached
     (:func:`ding_dist.comm.get_group`). ``size == world``: ``link`` itself.
 
     Example:
-        >>> consecutive_link(Link(), 1).world_size
+        >>> consecutive_link(MeteredLink(), 1).world_size
         1
     """
     if size == link.world_size:
         return link
     _check_world(link, f"a subgroup of {size} consecutive ranks")
-    return SubLink(comm.get_group(size), link)
+    return MeteredSubLink(comm.get_group(size), link)
 
 
 _strided_groups: dict[int, Any] = {}
 on_finalize(_strided_groups.clear)
 
 
-def strided_link(link: Link, stride: int) -> SubLink | None:
+def strided_link(link: MeteredLink, stride: int) -> MeteredSubLink | None:
     """The group of world ranks ``0, stride, 2 * stride, ...`` (e.g. node leaders); ``None`` on the others.
 
     Collective the first time (every rank calls it with the same ``stride``); the group is cached.
 
     Example:
-        >>> strided_link(Link(), 1).world_size
+        >>> strided_link(MeteredLink(), 1).world_size
         1
     """
     if stride == 1:
-        return SubLink(link.group, link)
+        return MeteredSubLink(link.group, link)
     _check_world(link, f"the group of every {stride}-th rank")
     if link.world_size % stride:
         raise ValueError(f"stride {stride} does not divide the world size {link.world_size}")
     if stride not in _strided_groups:
         _strided_groups[stride] = dist.new_group(list(range(0, link.world_size, stride)))
-    return SubLink(_strided_groups[stride], link) if link.rank % stride == 0 else None
+    return MeteredSubLink(_strided_groups[stride], link) if link.rank % stride == 0 else None
 
 
-def dedicated_link(link: Link) -> SubLink:
+def dedicated_link(link: MeteredLink) -> MeteredSubLink:
     """A new process group with ``link``'s ranks, for a background thread: gloo groups are not safe for
     collectives issued concurrently from two threads, so the thread never shares the training thread's.
 
     Collective (every rank of the world creates it, in the same order); not cached: one per call.
 
     Example:
-        >>> dedicated_link(Link()).world_size
+        >>> dedicated_link(MeteredLink()).world_size
         1
     """
     if link.world_size == 1:
-        return SubLink(link.group, link)
+        return MeteredSubLink(link.group, link)
     _check_world(link, "a dedicated group for background averaging")
-    return SubLink(dist.new_group(list(range(link.world_size))), link)
+    return MeteredSubLink(dist.new_group(list(range(link.world_size))), link)
 
 
 class NodeHierarchy:
@@ -302,7 +275,7 @@ class NodeHierarchy:
 
     __slots__ = ("node", "leaders", "is_leader", "local_size", "nodes")
 
-    def __init__(self, link: Link, local_size: int) -> None:
+    def __init__(self, link: MeteredLink, local_size: int) -> None:
         self.local_size = local_size
         self.nodes = link.world_size // local_size
         self.node = consecutive_link(link, local_size)
@@ -310,7 +283,7 @@ class NodeHierarchy:
         self.is_leader = self.leaders is not None
 
 
-def node_hierarchy(link: Link, algorithm: str) -> NodeHierarchy | None:
+def node_hierarchy(link: MeteredLink, algorithm: str) -> NodeHierarchy | None:
     """The node layout for ``hierarchical=True`` from :func:`ding_dist.comm.get_local_size` (torchrun's
     ``LOCAL_WORLD_SIZE``), or ``None`` when it is flat anyway (one node, or one rank per node).
 
@@ -319,7 +292,7 @@ def node_hierarchy(link: Link, algorithm: str) -> NodeHierarchy | None:
     every rank alike, before any group is created.
 
     Example:
-        >>> node_hierarchy(Link(), "gradient_allreduce") is None
+        >>> node_hierarchy(MeteredLink(), "gradient_allreduce") is None
         True
     """
     if link.world_size == 1:

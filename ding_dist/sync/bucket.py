@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Bucket", "Pending", "build_buckets"]
+__all__ = ["Bucket", "BucketStage", "build_buckets"]
 
 
 class Bucket:
@@ -58,7 +58,7 @@ class Bucket:
         "n_ready",
         "expected",
         "launched",
-        "handle",
+        "stage",
         "stash",
         "all_ready",
         "nonfinite_ranks",
@@ -92,7 +92,7 @@ class Bucket:
         self.n_ready = 0
         self.expected = len(self.params)
         self.launched = False
-        self.handle: Any = None
+        self.stage: BucketStage | None = None  # the synchronization in flight (set by the engine)
         self.stash: dict[int, torch.Tensor] = {}
         self.all_ready = False
         self.nonfinite_ranks: torch.Tensor | None = None
@@ -108,7 +108,7 @@ class Bucket:
         self.n_ready = 0
         self.expected = sum(1 for p in self.params if p.requires_grad)
         self.launched = False
-        self.handle = None
+        self.stage = None
         self.stash = {}
         self.all_ready = False
         self.nonfinite_ranks = None
@@ -267,17 +267,18 @@ def counts_of(indicator_sums: torch.Tensor) -> list[float]:
     return [float(round(c)) for c in read_host([indicator_sums])[0]]
 
 
-class Pending:
-    """Handle returned by an algorithm hook: ``wait()`` finishes the bucket.
+class BucketStage:
+    """One stage of a bucket's synchronization, what an algorithm hook returns: ``wait()`` ends the stage.
 
-    ``wait()`` blocks on ``works`` and then calls ``then()``, which returns either the
+    Not another communication handle: ``works`` are the stage's transfers (:class:`ding_dist.comm.CommHandle`
+    or torch works); ``wait()`` blocks on them and then calls ``then()``, which returns either the
     per-parameter counts (number of ranks that produced each gradient, a float32 tensor on the
-    bucket's device that nothing reads back: the bucket is final) or
-    another :class:`Pending` for a further communication stage. The engine waits on all buckets
-    stage by stage in bucket order, so every rank issues its collectives in the same order.
+    bucket's device that nothing reads back: the bucket is final) or the bucket's next
+    :class:`BucketStage` (e.g. the allreduce among node leaders after the reduce within the node). The engine
+    waits on all buckets stage by stage in bucket order, so every rank issues its collectives in the same order.
 
     Example:
-        >>> Pending([], lambda: [1.0]).wait()
+        >>> BucketStage([], lambda: [1.0]).wait()
         [1.0]
     """
 
@@ -292,23 +293,23 @@ class Pending:
             w.wait()
         return self.then()
 
-    def followed_by(self, fn: Callable[[Any], Any]) -> Pending:
-        """A handle that runs ``fn(counts)`` once this one (all its stages) has finished."""
+    def followed_by(self, fn: Callable[[Any], Any]) -> BucketStage:
+        """A stage that runs ``fn(counts)`` once this one (all its stages) has finished."""
 
         def then() -> Any:
             result = self.then()
-            if isinstance(result, Pending):
+            if isinstance(result, BucketStage):
                 return result.followed_by(fn)
             return fn(result)
 
-        return Pending(self.works, then)
+        return BucketStage(self.works, then)
 
 
-def wait_all(handles: Sequence[Any]) -> list[torch.Tensor]:
-    """Drive several handles to completion stage by stage, in order; return their counts (device tensors)."""
-    results: list[Any] = list(handles)
-    while any(isinstance(r, Pending) for r in results):
-        results = [r.wait() if isinstance(r, Pending) else r for r in results]
+def wait_all(stages: Sequence[Any]) -> list[torch.Tensor]:
+    """Drive several buckets' stages to completion stage by stage, in order; return their counts (device tensors)."""
+    results: list[Any] = list(stages)
+    while any(isinstance(r, BucketStage) for r in results):
+        results = [r.wait() if isinstance(r, BucketStage) else r for r in results]
     return results
 
 

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from ding_dist.comm import get_rank as comm_rank
-from ding_dist.sync._primitives import Link
+from ding_dist.sync._primitives import MeteredLink
 from ding_dist.sync.algorithms import Algorithm, DistributedAlgorithm, get_algorithm
 from ding_dist.sync.bucket import Bucket, build_buckets, check_bucket_size, read_host, wait_all
 from ding_dist.sync.nonfinite import NonfiniteGuard, check_nonfinite_options, nonfinite_flag, nonfinite_params
@@ -54,13 +54,13 @@ def _coalesced(tensors: Sequence[torch.Tensor]) -> dict[tuple[Any, Any], list[to
     return groups
 
 
-def broadcast_parameters(module: nn.Module, broadcast_buffers: bool = True, link: Link | None = None) -> None:
+def broadcast_parameters(module: nn.Module, broadcast_buffers: bool = True, link: MeteredLink | None = None) -> None:
     """Copy rank 0's parameters (and buffers) to every rank, one collective per dtype.
 
     Example:
         >>> broadcast_parameters(nn.Linear(2, 2))  # no-op on the fake link
     """
-    link = link or Link()
+    link = link or MeteredLink()
     if link.world_size == 1:
         return
     tensors = [p.data for p in module.parameters()]
@@ -69,7 +69,7 @@ def broadcast_parameters(module: nn.Module, broadcast_buffers: bool = True, link
     _broadcast_coalesced(tensors, link)
 
 
-def _broadcast_coalesced(tensors: Sequence[torch.Tensor], link: Link) -> None:
+def _broadcast_coalesced(tensors: Sequence[torch.Tensor], link: MeteredLink) -> None:
     for group in _coalesced(tensors).values():
         flat = torch.cat([t.detach().reshape(-1) for t in group])
         link.broadcast(flat, src=0)
@@ -86,13 +86,13 @@ def _copy_back(flat: torch.Tensor, tensors: Sequence[torch.Tensor]) -> None:
             offset += n
 
 
-def allreduce_parameters(module: nn.Module, link: Link | None = None) -> None:
+def allreduce_parameters(module: nn.Module, link: MeteredLink | None = None) -> None:
     """Average parameters and floating-point buffers across ranks (other buffers: rank 0's).
 
     Example:
         >>> allreduce_parameters(nn.Linear(2, 2))  # no-op on the fake link
     """
-    link = link or Link()
+    link = link or MeteredLink()
     if link.world_size == 1:
         return
     floats = [p.data for p in module.parameters()] + [b for b in module.buffers() if b.is_floating_point()]
@@ -106,7 +106,7 @@ def allreduce_parameters(module: nn.Module, link: Link | None = None) -> None:
         _broadcast_coalesced(others, link)
 
 
-def check_same_model(module: nn.Module, link: Link, optimizers: Sequence[Any] = ()) -> None:
+def check_same_model(module: nn.Module, link: MeteredLink, optimizers: Sequence[Any] = ()) -> None:
     """Raise ``ValueError`` on every rank if parameter names, shapes or dtypes, or the optimizers'
     types and param-group sizes, differ across ranks (one ``allgather_object``)."""
     signature = [(name, tuple(p.shape), str(p.dtype)) for name, p in module.named_parameters()]
@@ -167,7 +167,7 @@ class SyncEngine:
         self.optimizers = optimizers
         self.delay_reduce = bool(delay_reduce)
         self.broadcast_buffers = bool(broadcast_buffers)
-        self.link = Link(group)
+        self.link = MeteredLink(group)
         self.algorithm, self.state = self._make_algorithm(algorithm, options or {})
         check_same_model(module, self.link, optimizers)
         broadcast_parameters(module, broadcast_buffers, self.link)
@@ -301,7 +301,7 @@ class SyncEngine:
         if bucket.expected == 0:  # every parameter frozen on this pass (identically on all ranks)
             return
         bucket.prepare_launch()
-        bucket.handle = self.algorithm.hook(self.state, bucket)
+        bucket.stage = self.algorithm.hook(self.state, bucket)
         bucket.launched = True
 
     def _end_local_backward(self) -> None:
@@ -316,12 +316,12 @@ class SyncEngine:
                 self._launch(self.buckets[self._next])
                 self._next += 1
             launched = [b for b in self.buckets if b.launched]
-            results = wait_all([b.handle for b in launched])
+            results = wait_all([b.stage for b in launched])
             partial = [c for b, c in zip(launched, results) if b.partial]
             host = iter(read_host(partial)) if partial else iter(())  # the only read-back, partial passes only
             for b in launched:
                 b.finish(next(host) if b.partial else None)
-                b.handle = None
+                b.stage = None
             if self._buffers:
                 _broadcast_coalesced(self._buffers, self.link)
             if self.guard is not None and launched:
@@ -617,7 +617,7 @@ def distribute(
     _check_optimizer_types(optimizers)
     algo = get_algorithm(algorithm)
     _check_options(algo, options)
-    link = Link(group)
+    link = MeteredLink(group)
     guard = NonfiniteGuard(model, max_nonfinite_skips, log=link.rank == 0) if skip_nonfinite else None
     if link.world_size == 1:
         algo.make_state(link, **options)  # surfaces "not implemented" and bad option values

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ding_dist.sync._primitives import Link
+from ding_dist.sync._primitives import MeteredLink
 from ding_dist.sync.bucket import average_by_counts, build_buckets, check_bucket_size, counts_of
 
 __all__ = ["sync_gradients"]
@@ -45,7 +45,7 @@ def sync_gradients(
         for p in params:
             if not isinstance(p, torch.Tensor):
                 raise TypeError(f"sync_gradients expects a module or tensors, got an item of type {type(p).__name__}")
-    link = Link(group)
+    link = MeteredLink(group)
     if link.world_size == 1 or not params:
         return 0
     world = link.world_size

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ding_dist.sync._primitives import Link
+from ding_dist.sync._primitives import MeteredLink
 
 __all__ = ["broadcast_optimizer_state", "optimizer_signature"]
 
@@ -135,7 +135,7 @@ def _group_owners(packed: list[dict[str, Any]], optimizers: list[Any], n_groups:
     return owners
 
 
-def broadcast_optimizer_state(optimizers: list[Any], link: Link | None = None) -> None:
+def broadcast_optimizer_state(optimizers: list[Any], link: MeteredLink | None = None) -> None:
     """Give every rank rank 0's optimizer state: one object broadcast plus one per (device, dtype).
 
     Every rank must pass optimizers of the same types and param-group sizes (``distribute`` checks
@@ -145,7 +145,7 @@ def broadcast_optimizer_state(optimizers: list[Any], link: Link | None = None) -
         >>> net = torch.nn.Linear(2, 1)
         >>> broadcast_optimizer_state([torch.optim.SGD(net.parameters(), lr=0.1)])  # no-op on the fake link
     """
-    link = link or Link()
+    link = link or MeteredLink()
     if link.world_size == 1 or not optimizers:
         return
     if link.rank == 0:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ding_dist.comm.processes import pid_alive
 from ding_dist.utils.fileio import atomic_open, atomic_write_text
 
 __all__ = [
@@ -100,16 +101,6 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict:
     return blob["state"]
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class CheckpointManager:
     """Numbered checkpoints ``ckpt_{step:09d}.pt`` in one folder, keeping the newest ``keep_last``.
 
@@ -171,7 +162,7 @@ class CheckpointManager:
         """Delete temp files left by writers that died mid-save (their pid no longer runs)."""
         for p in self.directory.iterdir():
             m = _TMP_RE.match(p.name)
-            if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
+            if m and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1))):
                 logger.info("removing leftover partial checkpoint %s", p)
                 p.unlink(missing_ok=True)
 

@@ -31,16 +31,6 @@ class ExperimentInUseError(FileExistsError):
     """Another live run holds the experiment folder's lock."""
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, owned by someone else
-        return True
-    return True
-
-
 class ExperimentLock:
     """Exclusive lock on an experiment folder (see the module docstring).
 
@@ -76,7 +66,9 @@ class ExperimentLock:
                 if holder is None:
                     continue  # released between our open and our read: try again
                 if holder.get("host") == me["host"] and isinstance(holder.get("pid"), int):
-                    if not _pid_alive(holder["pid"]):
+                    from ding_dist.comm.processes import pid_alive  # here: ding_dist.comm imports torch
+
+                    if not pid_alive(holder["pid"]):
                         logger.warning(
                             "%s: stale lock of pid %d (no longer running); taking it over", self.path, holder["pid"]
                         )

@@ -33,7 +33,7 @@ import math
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -45,6 +45,7 @@ from ding_dist.data.replay import ReplayBuffer
 
 __all__ = [
     "Chunk",
+    "ChunkHeader",
     "ChunkLayout",
     "ExperienceReceiver",
     "ExperienceSender",
@@ -54,14 +55,14 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Header slots (int64).
-KIND, ACTOR, SEQ, VERSION, ENV_STEPS, EPISODES, CHECKSUM = range(7)
+# The wire format of a chunk's header, known to this module only: slots of ``meta`` (int64) ...
+_KIND, _ACTOR, _SEQ, _VERSION, _ENV_STEPS, _EPISODES, _CHECKSUM = range(7)
 N_META = 8
-# Header slots (float64): episode sums since the previous chunk, then the actor's cumulative timings.
-RETURN_SUM, LENGTH_SUM, WALL_S, WAIT_WEIGHTS_S, WAIT_SEND_S = range(5)
+# ... and of ``stats`` (float64): episode sums since the previous chunk, then the actor's cumulative timings.
+_RETURN_SUM, _LENGTH_SUM, _WALL_S, _WAIT_WEIGHTS_S, _WAIT_SEND_S = range(5)
 N_STATS = 8
-#: Chunk kinds: experience, and the actor's last message (it stops; nothing follows).
-DATA, LAST = 1, 2
+# Chunk kinds: experience, and the actor's last message (it stops; nothing follows).
+_DATA, _LAST = 1, 2
 ROLLOUT_FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
 
 
@@ -145,23 +146,33 @@ def chunk_layout(policy: Any, obs_space: gym.Space, num_envs: int, steps: int) -
     return ChunkLayout(fields)
 
 
-@dataclass
-class Chunk:
-    """A received chunk: ``rollout`` (numpy views of the learner's buffer, valid until released) and header."""
+@dataclass(frozen=True)
+class ChunkHeader:
+    """What an actor says about a chunk: who sent it (``actor`` rank, its ``seq`` number), the policy
+    ``version`` that collected it, the actor's total ``env_steps``, the ``episodes`` it finished since its
+    previous chunk with their ``return_sum`` and ``length_sum``, and its cumulative timings (seconds since it
+    started, waiting for weights, waiting for its learner)."""
 
     actor: int
-    slot: int
-    version: int
     seq: int
+    version: int
     env_steps: int
-    episodes: int
-    return_sum: float
-    length_sum: float
-    wall_s: float
-    wait_weights_s: float
-    wait_send_s: float
-    queue_depth: int
-    rollout: dict[str, np.ndarray]
+    episodes: int = 0
+    return_sum: float = 0.0
+    length_sum: float = 0.0
+    wall_s: float = 0.0
+    wait_weights_s: float = 0.0
+    wait_send_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Chunk(ChunkHeader):
+    """A received chunk: its header, ``rollout`` (numpy views of the learner's buffer, valid until released),
+    the buffer ``slot`` and how many chunks still waited behind it (``queue_depth``)."""
+
+    slot: int = 0
+    queue_depth: int = 0
+    rollout: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------------- actor side
@@ -171,9 +182,8 @@ class ExperienceSender:
     Example::
 
         sender = ExperienceSender(layout, learner_rank=0, group=pair_group, buffers=2)
-        slot, fields = sender.acquire()          # waits while every buffer is in flight
-        fields["reward"].copy_(torch.from_numpy(rollout["reward"]))
-        sender.send(slot, version=3, seq=0)
+        slot = sender.acquire()                  # waits while every buffer is in flight
+        sender.send(slot, rollout, ChunkHeader(actor=1, seq=0, version=3, env_steps=256))
         sender.finish()                          # the last message; the thread ends after it
     """
 
@@ -200,7 +210,7 @@ class ExperienceSender:
                     self.error = e
                     self._cv.notify_all()
                 return
-            last = int(self._views[slot]["meta"][KIND]) == LAST
+            last = int(self._views[slot]["meta"][_KIND]) == _LAST
             with self._cv:
                 self._pending.popleft()
                 self._free.append(slot)
@@ -212,8 +222,9 @@ class ExperienceSender:
         if self.error is not None:
             raise ConnectionError(f"sending experience to learner rank {self.learner_rank} failed: {self.error}")
 
-    def acquire(self, stop: threading.Event | None = None) -> tuple[int, dict[str, torch.Tensor]] | None:
-        """A free buffer ``(slot, field views)``; waits while all are in flight. None if ``stop`` is set first."""
+    def acquire(self, stop: threading.Event | None = None) -> int | None:
+        """A free buffer slot; waits while all are in flight (the learner is behind). None if ``stop`` is set
+        first."""
         with self._cv:
             while not self._free:
                 self._raise_if_failed()
@@ -221,14 +232,27 @@ class ExperienceSender:
                     return None
                 self._cv.wait(0.05)
             self._raise_if_failed()
-            slot = self._free.popleft()
-        return slot, self._views[slot]
+            return self._free.popleft()
 
-    def send(self, slot: int, *, kind: int = DATA) -> None:
-        """Queue buffer ``slot`` (its fields and header filled) for sending; the checksum is added here."""
+    def send(self, slot: int, rollout: Mapping[str, np.ndarray], header: ChunkHeader) -> None:
+        """Write ``rollout`` (the layout's fields, ``[T, num_envs, ...]``) and ``header`` into buffer ``slot`` (from
+        :meth:`acquire`) and queue it for sending; the checksum is added here."""
+        views = self._views[slot]
+        for name, value in rollout.items():
+            views[name].copy_(torch.from_numpy(np.asarray(value)))
+        meta, stats = views["meta"], views["stats"]
+        meta[_ACTOR], meta[_SEQ], meta[_VERSION] = header.actor, header.seq, header.version
+        meta[_ENV_STEPS], meta[_EPISODES] = header.env_steps, header.episodes
+        stats[_RETURN_SUM], stats[_LENGTH_SUM] = header.return_sum, header.length_sum
+        stats[_WALL_S], stats[_WAIT_WEIGHTS_S], stats[_WAIT_SEND_S] = (
+            header.wall_s, header.wait_weights_s, header.wait_send_s,
+        )  # fmt: skip
+        self._queue(slot, _DATA)
+
+    def _queue(self, slot: int, kind: int) -> None:
         meta = self._views[slot]["meta"]
-        meta[KIND] = kind
-        meta[CHECKSUM] = self.layout.checksum(self._buffers[slot])
+        meta[_KIND] = kind
+        meta[_CHECKSUM] = self.layout.checksum(self._buffers[slot])
         with self._cv:
             self._raise_if_failed()
             self._pending.append(slot)
@@ -236,11 +260,10 @@ class ExperienceSender:
 
     def finish(self, timeout: float | None = None) -> None:
         """Send the last message (after every queued chunk) and wait until the thread has sent it."""
-        got = self.acquire()
-        if got is not None:
-            slot, views = got
-            views["meta"].zero_()
-            self.send(slot, kind=LAST)
+        slot = self.acquire()
+        if slot is not None:
+            self._views[slot]["meta"].zero_()
+            self._queue(slot, _LAST)
         self._thread.join(timeout)
         self._raise_if_failed()
 
@@ -319,13 +342,13 @@ class ExperienceReceiver:
                 return
             meta = self._views[actor][slot]["meta"]
             with self._cv:
-                if int(meta[KIND]) == LAST:
+                if int(meta[_KIND]) == _LAST:
                     self.finished.add(actor)
                     self._free[actor].append(slot)
                     self._cv.notify_all()
                     return
-                if self.layout.checksum(buf) != int(meta[CHECKSUM]):
-                    self.lost[actor] = f"chunk {int(meta[SEQ])} arrived corrupted (checksum mismatch)"
+                if self.layout.checksum(buf) != int(meta[_CHECKSUM]):
+                    self.lost[actor] = f"chunk {int(meta[_SEQ])} arrived corrupted (checksum mismatch)"
                     self._cv.notify_all()
                     return
                 if self._draining:
@@ -364,19 +387,19 @@ class ExperienceReceiver:
         meta, stats = v["meta"].tolist(), v["stats"].tolist()
         rollout = {k: t.numpy() for k, t in v.items() if k not in ("meta", "stats")}
         return Chunk(
-            actor,
-            slot,
-            meta[VERSION],
-            meta[SEQ],
-            meta[ENV_STEPS],
-            meta[EPISODES],
-            stats[RETURN_SUM],
-            stats[LENGTH_SUM],
-            stats[WALL_S],
-            stats[WAIT_WEIGHTS_S],
-            stats[WAIT_SEND_S],
-            depth,
-            rollout,
+            actor=actor,
+            seq=meta[_SEQ],
+            version=meta[_VERSION],
+            env_steps=meta[_ENV_STEPS],
+            episodes=meta[_EPISODES],
+            return_sum=stats[_RETURN_SUM],
+            length_sum=stats[_LENGTH_SUM],
+            wall_s=stats[_WALL_S],
+            wait_weights_s=stats[_WAIT_WEIGHTS_S],
+            wait_send_s=stats[_WAIT_SEND_S],
+            slot=slot,
+            queue_depth=depth,
+            rollout=rollout,
         )
 
     def release(self, chunk: Chunk) -> None:

@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from torch import nn
 
 from ding_dist.comm import irecv, isend
 from ding_dist.worker.experience import ChunkLayout
@@ -39,20 +38,14 @@ VERSION, TRAIN_ITER, ENV_STEPS, STOP = range(4)
 
 
 def weight_tensors(policy: Any) -> list[torch.Tensor]:
-    """The floating tensors (parameters and buffers) of the policy's networks, in a fixed order.
+    """The floating tensors (parameters and buffers) of the policy's networks, in a fixed order
+    (:meth:`~ding_dist.policy.base.Policy.named_weights`).
 
     Example::
 
         sum(t.numel() for t in weight_tensors(policy))  # floats sent per version
     """
-    out = []
-    for name in policy._state_attrs:
-        module = getattr(policy, name)
-        if isinstance(module, nn.Module):
-            out += [t for t in module.state_dict(keep_vars=True).values() if t.is_floating_point()]
-        elif isinstance(module, torch.Tensor) and module.is_floating_point():
-            out.append(module)
-    return out
+    return list(policy.named_weights().values())
 
 
 def _layout(tensors: Sequence[torch.Tensor]) -> ChunkLayout:

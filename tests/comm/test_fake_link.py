@@ -24,6 +24,26 @@ def test_allreduce_leaves_data_correct(op):
     assert handle.wait() is t and handle.is_completed()
 
 
+def test_one_handle_completes_several_works_in_order():
+    log: list = []
+
+    class Work:  # what torch returns for an asynchronous transfer
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def wait(self, *timeout) -> None:
+            log.append((self.name, *(type(t).__name__ for t in timeout)))
+
+    t = torch.ones(2)
+    inner = dd.CommHandle([Work("a"), Work("b")], t)
+    handle = dd.CommHandle([inner, Work("c")], t, finish=lambda: log.append("finish"))
+    assert not handle.is_completed() and len(handle.works) == 2
+    assert handle.wait(timeout=5.0) is t
+    assert log == [("a", "timedelta"), ("b", "timedelta"), ("c", "timedelta"), "finish"]
+    assert handle.wait() is t and handle.is_completed() and len(log) == 4  # once
+    assert dd.CommHandle(None, t).is_completed() and dd.CommHandle([]).wait() is None
+
+
 def test_broadcast_allgather_barrier_all_to_all():
     t = torch.arange(4)
     dd.broadcast(t, src=0)
@@ -91,26 +111,34 @@ def test_dist_mode_runs_the_function_and_returns_its_value():
 
 
 def test_context_manager_alias():
-    assert dd.DDPContext is dd.DistContext
-    with dd.DDPContext() as ctx:
+    assert dd.comm.DDPContext is dd.DistContext
+    with dd.comm.DDPContext() as ctx:
         assert (ctx.rank, ctx.world_size) == (0, 1)
 
 
+def test_top_level_leaves_di_engine_aliases_to_comm_and_compat():
+    from ding_dist.compat import pytorch_ddp_dist_helper as ding_helper
+
+    for name in ("DDPContext", "error_wrapper", "to_ddp_config", "AlgorithmOption", "DistributedAlgorithm"):
+        assert not hasattr(dd, name) and name not in dd.__all__
+    assert ding_helper.DDPContext is dd.comm.DDPContext and ding_helper.error_wrapper is dd.comm.error_wrapper
+
+
 def test_error_wrapper_returns_default_and_logs(caplog):
-    wrapped = dd.error_wrapper(lambda: 1 / 0, default_ret="fallback", warning_msg="[test]")
+    wrapped = dd.comm.error_wrapper(lambda: 1 / 0, default_ret="fallback", warning_msg="[test]")
     with caplog.at_level("WARNING"):
         assert wrapped() == "fallback"
     assert "ZeroDivisionError" in caplog.text and "[test]" in caplog.text
-    assert dd.error_wrapper(lambda a: a * 2, None)(4) == 8
+    assert dd.comm.error_wrapper(lambda a: a * 2, None)(4) == 8
     with pytest.raises(TypeError, match="expects a callable"):
-        dd.error_wrapper(3, None)
+        dd.comm.error_wrapper(3, None)
 
 
 def test_to_ddp_config_with_one_process_changes_nothing():
     from easydict import EasyDict
 
     cfg = EasyDict(policy=dict(learn=dict(batch_size=64), collect=dict(n_sample=96)))
-    assert dd.to_ddp_config(cfg) == cfg
+    assert dd.config.to_ddp_config(cfg) == cfg
 
 
 def test_to_ddp_config_divides_per_process_sizes(caplog):
@@ -118,7 +146,7 @@ def test_to_ddp_config_divides_per_process_sizes(caplog):
 
     cfg = EasyDict(policy=dict(batch_size=10, learn=dict(batch_size=64, lr=0.1), collect=dict(n_sample=98)))
     with caplog.at_level("INFO"):
-        out = dd.to_ddp_config(cfg, world_size=2)
+        out = dd.config.to_ddp_config(cfg, world_size=2)
     assert out.policy.learn.batch_size == 32 and out.policy.batch_size == 5
     assert out.policy.collect.n_sample == 49 and out.policy.learn.lr == 0.1
     assert cfg.policy.learn.batch_size == 64  # the input is not modified
@@ -132,13 +160,13 @@ def test_to_ddp_config_refuses_a_size_the_world_cannot_split():
 
     cfg = EasyDict(policy=dict(learn=dict(batch_size=256), collect=dict(n_sample=99)))
     with pytest.raises(ConfigError) as info:  # a ValueError: never rounded up to a larger global batch
-        dd.to_ddp_config(cfg, world_size=3)
+        dd.config.to_ddp_config(cfg, world_size=3)
     assert str(info.value) == (
         "policy.learn.batch_size=256 cannot be split over 3 processes: use 255 or 258 (or another --nproc)"
     )
     with pytest.raises(ValueError, match=r"2 config errors: policy.learn.batch_size=257 .*n_sample=99 cannot be "
                        r"split over 2 processes: use 98 or 100"):  # fmt: skip
-        dd.to_ddp_config(EasyDict(policy=dict(learn=dict(batch_size=256 + 1), collect=dict(n_sample=99))), 2)
+        dd.config.to_ddp_config(EasyDict(policy=dict(learn=dict(batch_size=256 + 1), collect=dict(n_sample=99))), 2)
 
 
 # ---- bad input: every error names the bad value and what was expected ----

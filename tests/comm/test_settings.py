@@ -2,11 +2,17 @@
 
 import pytest
 
+from ding_dist.comm import settings
 from ding_dist.comm.settings import (
     DEFAULT_TIMEOUT_S,
+    FAKE_SETTINGS,
     expand_slurm_nodelist,
+    local_rank,
+    local_size,
     resolve_launch_settings,
     resolve_timeout,
+    running_settings,
+    set_running_settings,
 )
 
 TORCHRUN = {
@@ -109,3 +115,17 @@ def test_timeout_default_env_and_argument():
         resolve_timeout(env={"DING_DIST_TIMEOUT": "soon"})
     with pytest.raises(ValueError, match="got -3"):
         resolve_timeout(-3, env={})
+
+
+def test_local_place_of_the_running_group(monkeypatch):
+    other = {"LOCAL_RANK": "7", "LOCAL_WORLD_SIZE": "9"}
+    assert running_settings() is FAKE_SETTINGS
+    assert (local_rank(False, env=other), local_size(False, env=other)) == (0, 1)  # no group runs
+    assert (local_rank(True, env=other), local_size(True, env=other)) == (7, 9)  # a group someone else started
+    assert (local_rank(True, env={}), local_size(True, env={})) == (0, 1)
+    monkeypatch.setattr(settings, "_running", FAKE_SETTINGS)  # restored after the test
+    set_running_settings(resolve_launch_settings(env=SLURM))  # the group dist_init started wins over the env
+    assert (local_rank(True, env=other), local_size(True, env=other)) == (1, 2)
+    set_running_settings(resolve_launch_settings(rank=2, world_size=8, env={"LOCAL_WORLD_SIZE": "4"}))
+    assert (local_rank(True, env=other), local_size(True, env=other)) == (2, 4)
+    assert (local_rank(False, env=other), local_size(False, env=other)) == (0, 1)

@@ -17,6 +17,7 @@ import pytest
 import torch
 from easydict import EasyDict
 
+from ding_dist.comm import resolve_device
 from ding_dist.config import ConfigError, ding_dialect, looks_like_ding, read_config, save_config
 from ding_dist.entry import pipeline
 from ding_dist.entry.pipeline import load_config
@@ -175,7 +176,7 @@ def test_sac_file_gets_di_engine_meaning():
 def test_ddp_file_runs_where_there_is_no_gpu():
     cfg = load_config(DDP)
     assert (cfg.policy.device, cfg.create_config.env_manager.type) == ("auto", "async")
-    assert str(pipeline.resolve_device(cfg.policy.device)) == ("cuda:0" if torch.cuda.is_available() else "cpu")
+    assert str(resolve_device(cfg.policy.device)) == ("cuda:0" if torch.cuda.is_available() else "cpu")
 
 
 # ------------------------------------------------------------------------------------------- --set

@@ -15,7 +15,7 @@ import torch
 
 from ding_dist.comm import DeadRankError, LaunchError, get_rank, launch
 from ding_dist.entry import pipeline
-from ding_dist.entry.learner_loop import LearnerRun
+from ding_dist.entry.loops.learner import LearnerLoop
 from ding_dist.utils import CheckpointManager, load_checkpoint, read_metrics
 from tests.entry.test_cli_args import _run
 from tests.entry.test_pipeline import tiny_dqn, tiny_ppo
@@ -41,15 +41,15 @@ def _al(cfg, actors: int, learners: int = 1, **keys):
 
 
 def _keep_sync_collectives(out: list):
-    """Patch LearnerRun.run to record how many collectives the sync engine ran for the trained network."""
-    run = LearnerRun.run
+    """Patch LearnerLoop.run to record how many collectives the sync engine ran for the trained network."""
+    run = LearnerLoop.run
 
     def run_and_count(self):
         result = run(self)
         out.append(self.policy.train_model.comm_stats()["collectives"])
         return result
 
-    LearnerRun.run = run_and_count
+    LearnerLoop.run = run_and_count
 
 
 def _one_actor_one_learner(exp_dir: str):
@@ -92,14 +92,14 @@ def _two_learners_two_actors(exp_dir: str):
     params: list = []
     collectives: list = []
     _keep_sync_collectives(collectives)
-    run = LearnerRun.run
+    run = LearnerLoop.run
 
     def run_and_keep_params(self):
         result = run(self)
         params.append(torch.cat([p.detach().flatten() for p in self.policy.model.parameters()]).numpy())
         return result
 
-    LearnerRun.run = run_and_keep_params
+    LearnerLoop.run = run_and_keep_params
     dqn = pipeline.train(_al(tiny_dqn(), 2, 2), seed=0, exp_dir=f"{exp_dir}/dqn", max_env_steps=1024)
     ppo = pipeline.train(_al(tiny_ppo(), 2, 2), seed=0, exp_dir=f"{exp_dir}/ppo", max_env_steps=1024)
     return get_rank(), dqn, ppo, params, collectives

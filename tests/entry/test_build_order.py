@@ -3,7 +3,8 @@ CUDA context must not fork (the policy moves to the GPU when it is built)."""
 
 from __future__ import annotations
 
-from ding_dist.entry import data_parallel, train
+from ding_dist.entry import train
+from ding_dist.entry.loops import data_parallel
 from tests.entry.test_pipeline import tiny_ppo
 
 

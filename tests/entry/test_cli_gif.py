@@ -13,7 +13,7 @@ import pytest
 from easydict import EasyDict
 
 from ding_dist.entry import cli
-from ding_dist.utils.video import record_gif, write_gif
+from ding_dist.entry.cli.video import record_gif, write_gif
 
 Image = pytest.importorskip("PIL.Image")
 PPO = Path(__file__).resolve().parents[2] / "configs" / "cartpole_ppo_config.py"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ding_dist.entry.cli import main
-from ding_dist.entry.plot import aggregate, build_figure, group_runs, load_run, plot_curves, smooth
+from ding_dist.entry.cli.plot import aggregate, build_figure, group_runs, load_run, plot_curves, smooth
 from ding_dist.utils import MetricWriter
 
 

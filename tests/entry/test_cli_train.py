@@ -91,11 +91,11 @@ STATE_PROBE = """
 import os
 import torch
 from ding_dist.config import read_config
-from ding_dist.entry import pipeline
+from ding_dist.entry.loops import data_parallel as pipeline
 
 main_config, create_config = read_config({config!r})
-if not hasattr(pipeline._Run.run, "saves_state_to"):  # the file is read more than once per process
-    _run = pipeline._Run.run
+if not hasattr(pipeline.DataParallelLoop.run, "saves_state_to"):  # the file is read more than once per process
+    _run = pipeline.DataParallelLoop.run
 
     def _run_then_save_state(self):
         result = _run(self)
@@ -103,7 +103,7 @@ if not hasattr(pipeline._Run.run, "saves_state_to"):  # the file is read more th
         return result
 
     _run_then_save_state.saves_state_to = {out!r}
-    pipeline._Run.run = _run_then_save_state
+    pipeline.DataParallelLoop.run = _run_then_save_state
 """
 
 

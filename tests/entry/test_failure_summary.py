@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ding_dist.entry import cli
+from ding_dist.entry.cli import local_launch
 
 
 @dataclass
@@ -30,8 +30,8 @@ PEER_GONE = "DeadRankError: rank 0 of 2: a collective failed because a peer rank
 
 
 def test_a_rank_that_died_silently_is_the_cause_not_its_peer(capsys):
-    failures = cli._with_killed({0: _Failure(1, 1000, PEER_GONE)}, _Monitor({}, {1: 4242}))
-    assert cli._report_failures(failures, 2, 0) == 1
+    failures = local_launch._with_killed({0: _Failure(1, 1000, PEER_GONE)}, _Monitor({}, {1: 4242}))
+    assert local_launch._report_failures(failures, 2, 0) == 1
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[-1] == (
         "ding-dist: error: rank 1 of 2 failed with signal (unknown: it died without reporting) (first failure): "
@@ -41,8 +41,8 @@ def test_a_rank_that_died_silently_is_the_cause_not_its_peer(capsys):
 
 
 def test_a_rank_the_watch_killed_is_named_with_its_signal(capsys):
-    failures = cli._with_killed({0: _Failure(1, 1000, PEER_GONE)}, _Monitor({1: (4242, 999.0)}, {}))
-    cli._report_failures(failures, 2, 0)
+    failures = local_launch._with_killed({0: _Failure(1, 1000, PEER_GONE)}, _Monitor({1: (4242, 999.0)}, {}))
+    local_launch._report_failures(failures, 2, 0)
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last == (
         "ding-dist: error: rank 1 of 2 failed with signal SIGKILL (first failure): pid 4242; its output is above"
@@ -50,5 +50,5 @@ def test_a_rank_the_watch_killed_is_named_with_its_signal(capsys):
 
 
 def test_a_kill_of_an_earlier_restart_is_not_added():
-    failures = cli._with_killed({0: _Failure(1, 5000, "ValueError: bad")}, _Monitor({1: (4242, 1000.0)}, {}))
+    failures = local_launch._with_killed({0: _Failure(1, 5000, "ValueError: bad")}, _Monitor({1: (4242, 1000.0)}, {}))
     assert sorted(failures) == [0]

@@ -7,6 +7,7 @@ import torch
 
 from ding_dist.comm import get_rank
 from ding_dist.entry import pipeline
+from ding_dist.entry.loops.data_parallel import DataParallelLoop
 from ding_dist.utils import load_checkpoint, read_metrics
 from ding_dist.worker import Collector
 from tests.entry.test_pipeline import tiny_dqn, tiny_ppo
@@ -30,14 +31,14 @@ def _train_on_rank(dqn_dir, ppo_dir):
     Collector._track_episodes = counting
     out = {}
     first = pipeline.train(tiny_dqn(), seed=0, exp_dir=dqn_dir, max_env_steps=512)
-    captured = pipeline._Run.run
+    captured = DataParallelLoop.run
 
     def run_and_keep_params(self):  # read the live parameters of this rank after training
         result = captured(self)
         out["params"].append(torch.cat([p.detach().flatten() for p in self.policy.model.parameters()]).numpy())
         return result
 
-    pipeline._Run.run = run_and_keep_params
+    DataParallelLoop.run = run_and_keep_params
     out["params"] = []
     second = pipeline.train(tiny_dqn(), seed=0, resume=dqn_dir, max_env_steps=1024)
     ppo = pipeline.train(tiny_ppo(), seed=0, exp_dir=ppo_dir, max_env_steps=1024)

@@ -17,7 +17,7 @@ import torch
 
 from ding_dist.comm import get_rank
 from ding_dist.entry import pipeline
-from ding_dist.entry.data_parallel import DataParallelRun
+from ding_dist.entry.loops.data_parallel import DataParallelLoop
 from ding_dist.policy.ppo import PPOPolicy
 from ding_dist.worker import Collector
 from ding_dist.worker.collector import RolloutPreemption
@@ -147,7 +147,7 @@ def _pipeline_on_rank(exp_dirs) -> dict:
     rank = get_rank()
     lengths: list[int] = []
     params: list[np.ndarray] = []
-    init, collect, run = Collector.__init__, Collector.collect, DataParallelRun.run
+    init, collect, run = Collector.__init__, Collector.collect, DataParallelLoop.run
 
     def slow_init(self, venv, *args, **kwargs):
         init(self, venv, *args, **kwargs)
@@ -164,7 +164,7 @@ def _pipeline_on_rank(exp_dirs) -> dict:
         params.append(torch.cat([p.detach().flatten() for p in self.policy.model.parameters()]).numpy())
         return result
 
-    Collector.__init__, Collector.collect, DataParallelRun.run = slow_init, counting_collect, keeping_run
+    Collector.__init__, Collector.collect, DataParallelLoop.run = slow_init, counting_collect, keeping_run
     out: dict = {"rank": rank}
     for name, sets, exp_dir in zip(
         ("preempt", "never", "off"),

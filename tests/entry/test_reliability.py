@@ -24,6 +24,8 @@ import pytest
 from ding_dist.comm import DeadRankError, get_rank
 from ding_dist.entry import pipeline
 from ding_dist.entry.cli import main
+from ding_dist.entry.experiment import RESTART_ENV
+from ding_dist.entry.loops.data_parallel import DataParallelLoop
 from ding_dist.utils import CheckpointManager, load_checkpoint, read_metrics
 from tests.entry.test_pipeline import tiny_dqn
 
@@ -362,13 +364,13 @@ def _rank_1_calls_an_extra_collective(exp_dir: str) -> str:
 
     set_debug(True)
     if get_rank() == 1:
-        log = pipeline._Run.log
+        log = DataParallelLoop.log
 
         def log_after_an_extra_allreduce(self, *args):
             allreduce_data(1.0)  # the bug: a collective only rank 1 makes
             return log(self, *args)
 
-        pipeline._Run.log = log_after_an_extra_allreduce
+        DataParallelLoop.log = log_after_an_extra_allreduce
     pipeline.train(tiny_dqn(), exp_dir=exp_dir, max_env_steps=1024)
     return "no error"
 
@@ -396,7 +398,7 @@ def test_restarted_worker_continues_from_its_experiment_folder(tmp_path, monkeyp
     assert load_checkpoint(tmp_path / "ckpt" / "replay_rank0.pt")["env_steps"] == 1024
     assert load_checkpoint(tmp_path / "ckpt" / "replay_rank0.prev.pt")["env_steps"] == 768
 
-    monkeypatch.setenv(pipeline.RESTART_ENV, "1")
+    monkeypatch.setenv(RESTART_ENV, "1")
     with caplog.at_level("INFO", logger="ding_dist.entry"):
         second = pipeline.train((main_cfg, create_cfg), seed=0, exp_dir=tmp_path, max_env_steps=1280)
     assert "restart 1: continuing from" in caplog.text and "ckpt_000000768.pt" in caplog.text

@@ -13,7 +13,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 from ding_dist.entry.cli import main
-from ding_dist.entry.logs import LogMixin
+from ding_dist.entry.services.metrics import Metrics
+from ding_dist.policy.base import Policy
 from ding_dist.policy.dqn import epsilon_schedule
 from ding_dist.utils import MetricWriter, read_metrics
 
@@ -72,10 +73,13 @@ def test_learning_rate_epsilon_and_eval_details_are_scalars(dqn_run):
 def test_learning_rate_of_each_optimizer_and_no_epsilon_outside_dqn():
     p = torch.nn.Parameter(torch.zeros(1))
     policy = SimpleNamespace(
-        actor_optimizer=torch.optim.Adam([p], lr=3e-4), critic_optimizer=torch.optim.SGD([p], lr=1e-3), actor=None
+        actor_optimizer=torch.optim.Adam([p], lr=3e-4),
+        critic_optimizer=torch.optim.SGD([p], lr=1e-3),
+        actor=None,
+        schedule_values=Policy.schedule_values.__get__(object()),  # a policy without schedules of its own
     )
     run = SimpleNamespace(policy=policy, counters=SimpleNamespace(env_steps=10))
-    values = LogMixin.schedule_values(run)
+    values = Metrics.schedule_values(run)
     assert values == {"train/learning_rate_actor": 3e-4, "train/learning_rate_critic": 1e-3}
 
 

@@ -39,7 +39,7 @@ def _rollout(t: int, n_envs: int) -> dict[str, np.ndarray]:
 
 def _first_update(policy_cls: type, adv_norm: bool) -> tuple[list[int], np.ndarray]:
     """One learn call on this rank's share, as the pipeline splits a global config: its per-rank config comes
-    from ``split_config`` (what ``DataParallelRun.split_sizes`` calls), its rollout has that config's shape."""
+    from ``split_config`` (what ``DataParallelLoop`` calls), its rollout has that config's shape."""
     rank, world = dd.get_rank(), dd.get_world_size()
     cfg = policy_cls.default_config()
     cfg.device = "cpu"

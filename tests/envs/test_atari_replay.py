@@ -11,7 +11,7 @@ pytest.importorskip("ale_py")
 pytest.importorskip("cv2")
 
 from ding_dist.data import FrameReplayBuffer, ReplayBuffer  # noqa: E402
-from ding_dist.entry import data_parallel  # noqa: E402
+from ding_dist.entry.loops import data_parallel  # noqa: E402
 from ding_dist.entry.pipeline import train  # noqa: E402
 
 CAPACITY = 1000

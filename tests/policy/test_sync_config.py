@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import gymnasium as gym
 import pytest
+import torch
 
 import ding_dist as dd
-from ding_dist.config import ConfigError
+from ding_dist.config import ConfigError, check_sync_config
 from ding_dist.entry import load_config
 from ding_dist.policy import DQNPolicy, PPOPolicy, SACPolicy
-from ding_dist.policy.base import check_sync_config
 from ding_dist.sync import QAdamOptimizer
 from tests.entry.test_pipeline import CONFIGS
 
@@ -51,6 +53,29 @@ def test_qadam_from_the_config_builds_bagua_optimizer_with_its_warmup():
     policy = PPOPolicy(cfg, OBS, gym.spaces.Discrete(2))
     assert isinstance(policy.optimizer, QAdamOptimizer)
     assert policy.optimizer.warmup_steps == 7
+
+
+def test_an_algorithm_that_needs_its_own_optimizer_gets_its_optimizer_options(monkeypatch):
+    from ding_dist.sync import algorithms
+
+    class OwnAdam(torch.optim.Adam):
+        def __init__(self, params, lr: float, own_option: int = 0, **kwargs) -> None:
+            super().__init__(params, lr=lr, **kwargs)
+            self.own_option = own_option
+
+    plain = algorithms.get_algorithm("gradient_allreduce")
+    algo = dataclasses.replace(plain, name="own_optimizer", optimizer=OwnAdam, optimizer_options=("own_option",))
+    monkeypatch.setitem(algorithms._REGISTRY, algo.name, algo)  # registered for this test only
+    sync = {"algorithm": "own_optimizer", "options": {"own_option": 3}}
+    check_sync_config(sync)  # a valid option of this algorithm
+    cfg = PPOPolicy.default_config()
+    cfg.device = "cpu"
+    cfg.sync = sync
+    policy = PPOPolicy(cfg, OBS, gym.spaces.Discrete(2))  # distribute() does not get own_option
+    assert isinstance(policy.optimizer, OwnAdam) and policy.optimizer.own_option == 3
+    assert policy.train_model.algorithm == "own_optimizer"
+    with pytest.raises(ConfigError, match="unknown config key 'policy.sync.options.own_option'"):
+        check_sync_config({"algorithm": "gradient_allreduce", "options": {"own_option": 3}})
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Messages in pieces, on real gloo ranks: ``Link.exchange`` delivers them bitwise, and the pipelined
+"""Messages in pieces, on real gloo ranks: ``MeteredLink.exchange`` delivers them bitwise, and the pipelined
 ``low_precision_decentralized`` (quantize, send, decode piece by piece) trains bitwise as with one message.
 """
 
@@ -11,7 +11,7 @@ from torch import nn
 from ding_dist import comm
 from ding_dist.comm import launch
 from ding_dist.sync import _primitives, distribute
-from ding_dist.sync._primitives import Link
+from ding_dist.sync._primitives import MeteredLink
 
 SHAPES = [(1000,), (1 << 20,), ((1 << 20) + 3,), (1, 3_000_001)]
 
@@ -26,7 +26,7 @@ def _message(shape: tuple[int, ...], rank: int) -> torch.Tensor:
 def exchange_ranks() -> dict:
     """Each rank swaps every shape with the other; also with 1-byte minimum pieces (8 on every size)."""
     rank = comm.get_rank()
-    link = Link()
+    link = MeteredLink()
     out: dict = {"ok": [], "pieces": []}
     for min_bytes in (_primitives.EXCHANGE_MIN_PIECE_BYTES, 1):
         _primitives.EXCHANGE_MIN_PIECE_BYTES = min_bytes

@@ -19,7 +19,7 @@ from torch import nn
 from ding_dist import comm
 from ding_dist.optim import FusedOptimizer
 from ding_dist.sync import AlgorithmOption, Bucket, NonFiniteGradientError, QAdamOptimizer, distribute
-from ding_dist.sync._primitives import Link
+from ding_dist.sync._primitives import MeteredLink
 from ding_dist.sync.algorithms import get_algorithm
 from ding_dist.sync.algorithms._scatter_gather import HalfCodec, MinMaxUInt8Codec
 from ding_dist.sync.algorithms.gradient_allreduce import allreduce_hook
@@ -326,7 +326,7 @@ def test_allreduce_flag_leaves_counts_and_scaling_exact(value):
     expected = bucket.grads.clone()
     bucket.ready, bucket.n_ready = [True, True], 2  # as after the gradient hooks of a backward pass
     bucket.prepare_launch()
-    state = get_algorithm("gradient_allreduce").make_state(Link())
+    state = get_algorithm("gradient_allreduce").make_state(MeteredLink())
     counts = allreduce_hook(state, bucket).wait()  # the fake link: a world of one
     assert counts.tolist() == [1.0, 1.0] and bucket.nonfinite_ranks.item() == (0 if value is None else 1)
     torch.testing.assert_close(bucket.grads, expected, equal_nan=True, rtol=0, atol=0)

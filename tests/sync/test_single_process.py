@@ -21,7 +21,7 @@ from ding_dist.sync import (
     sync_gradients,
 )
 from ding_dist.sync.algorithms._scatter_gather import HalfCodec, MinMaxUInt8Codec, RawCodec
-from ding_dist.sync.bucket import Pending, build_buckets, wait_all
+from ding_dist.sync.bucket import BucketStage, build_buckets, wait_all
 
 
 class Net(nn.Module):
@@ -158,8 +158,8 @@ def test_buckets_reverse_order_size_and_grad_views():
 
 def test_pending_stages_run_in_order():
     log = []
-    first = Pending([], lambda: Pending([], lambda: log.append("a2") or [1.0]))
-    second = Pending([], lambda: log.append("b1") or [2.0])
+    first = BucketStage([], lambda: BucketStage([], lambda: log.append("a2") or [1.0]))
+    second = BucketStage([], lambda: log.append("b1") or [2.0])
     assert wait_all([first, second.followed_by(lambda c: log.append("b-done") or c)]) == [[1.0], [2.0]]
     assert log == ["b1", "b-done", "a2"]  # stage 1 of every bucket before stage 2 of any
 

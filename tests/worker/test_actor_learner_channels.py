@@ -14,8 +14,7 @@ from torch import nn
 from ding_dist.comm import get_rank
 from ding_dist.entry.roles import RoleGroups, Roles
 from ding_dist.worker.experience import (
-    SEQ,
-    VERSION,
+    ChunkHeader,
     ChunkLayout,
     ExperienceReceiver,
     ExperienceSender,
@@ -38,6 +37,14 @@ def _fill(fields: dict[str, torch.Tensor], seed: int) -> None:
     fields["done"].copy_(torch.rand(fields["done"].shape, generator=g) < 0.1)
 
 
+def _rollout(seed: int) -> dict[str, np.ndarray]:
+    """Arrays of the FIELDS' shapes and dtypes, as an actor hands them to its channel."""
+    fields = {k: torch.zeros(shape, dtype=torch.from_numpy(np.zeros(0, dtype)).dtype) for k, (shape, dtype) in
+              FIELDS.items()}  # fmt: skip
+    _fill(fields, seed)
+    return {k: t.numpy() for k, t in fields.items()}
+
+
 def test_checksum_sees_a_changed_and_a_swapped_byte():
     layout = ChunkLayout(FIELDS)
     buf = layout.new_buffer()
@@ -51,7 +58,7 @@ def test_checksum_sees_a_changed_and_a_swapped_byte():
     assert buf[i] != buf[i + 1]
     assert layout.checksum(changed) != base and layout.checksum(swapped) != base
     header = buf.clone()
-    layout.views(header)["meta"][VERSION] = 7  # the header is not part of the payload
+    layout.views(header)["meta"][:4] = 7  # the header is not part of the payload
     assert layout.checksum(header) == base
 
 
@@ -74,11 +81,10 @@ def _chunks_between_two_actors_and_a_learner():
     sender = ExperienceSender(layout, 0, groups.experience[rank], buffers=2)
     sent = []
     for seq in range(CHUNKS):
-        slot, fields = sender.acquire()
-        _fill(fields, seed=1000 * rank + seq)
-        fields["meta"][SEQ], fields["meta"][VERSION] = seq, seq // 3
-        sent.append((rank, seq, seq // 3, _digest(fields)))
-        sender.send(slot)
+        slot = sender.acquire()
+        rollout = _rollout(seed=1000 * rank + seq)
+        sent.append((rank, seq, seq // 3, _digest({k: torch.from_numpy(v) for k, v in rollout.items()})))
+        sender.send(slot, rollout, ChunkHeader(actor=rank, seq=seq, version=seq // 3, env_steps=0))
     sender.finish(timeout=30)
     return sent
 
@@ -112,11 +118,10 @@ def _learner_that_does_not_consume(mode: str):
     timer = threading.Timer(1.0, stop.set)
     timer.start()
     for seq in range(CHUNKS):
-        got = sender.acquire(stop=None if mode == "drop" else stop)
-        if got is None:
+        slot = sender.acquire(stop=None if mode == "drop" else stop)
+        if slot is None:
             break
-        got[1]["meta"][SEQ] = seq
-        sender.send(got[0])
+        sender.send(slot, _rollout(seq), ChunkHeader(actor=1, seq=seq, version=0, env_steps=0))
         acquired += 1
     timer.join()
     sender.finish(timeout=30)
@@ -136,13 +141,14 @@ def test_a_full_learner_blocks_its_actor_or_keeps_only_the_newest_chunk(run_rank
 
 
 class _Net:
-    """The smallest policy-like object the weight channel needs: named networks in ``_state_attrs``."""
-
-    _state_attrs = ("model", "scale")
+    """The smallest policy-like object the weight channel needs: the tensors it publishes (``named_weights``)."""
 
     def __init__(self) -> None:
         self.model = nn.Linear(4, 3)
         self.scale = torch.zeros(2)
+
+    def named_weights(self) -> dict[str, torch.Tensor]:
+        return {**{f"model.{k}": v for k, v in self.model.state_dict(keep_vars=True).items()}, "scale": self.scale}
 
     @torch.no_grad()
     def fill(self, value: float) -> None:

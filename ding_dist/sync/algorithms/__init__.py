@@ -5,9 +5,9 @@ package (found automatically: adding an algorithm means adding a file). Its part
 
 - ``make_state(link, **options) -> state``: builds the per-algorithm state, one small object with
   ``__slots__`` (process group link, step counter, error-feedback residuals, ...).
-- ``hook(state, bucket) -> Pending``: in the style of torch DDP communication hooks. Called
+- ``hook(state, bucket) -> BucketStage``: in the style of torch DDP communication hooks. Called
   when a bucket's gradients are ready (from a backward hook, in bucket order on every rank); it
-  starts the bucket's communication and returns a :class:`~ding_dist.sync.bucket.Pending` whose
+  starts the bucket's communication and returns a :class:`~ding_dist.sync.bucket.BucketStage` whose
   ``wait()`` leaves in ``bucket.grads`` the average over the ranks that produced each gradient
   and returns the per-parameter producer counts. ``None`` for algorithms that leave gradients
   local.
@@ -28,6 +28,10 @@ package (found automatically: adding an algorithm means adding a file). Its part
 - ``on_skip(state)``: optional, called on every rank when the engine drops a step whose synchronized
   gradient is non-finite, so the algorithm can forget what that step left behind (bytegrad's
   error-feedback residuals).
+- ``optimizer``: optional, the optimizer class the algorithm needs in place of Adam (qadam's
+  :class:`~ding_dist.sync.QAdamOptimizer`); a policy builds it with Adam's arguments plus the
+  ``optimizer_options`` found in ``policy.sync.options`` (those options go to the optimizer, not to
+  ``make_state``).
 
 Non-finite values: a ``hook`` must leave a NaN/inf in ``bucket.grads`` when any rank's input held one
 (a SUM does; codecs that clamp or quantize must keep such values non-finite). The engine's skip of
@@ -77,6 +81,8 @@ class Algorithm:
     averages_weights: bool = False
     options: tuple[str, ...] = field(default_factory=tuple)
     aliases: tuple[str, ...] = field(default_factory=tuple)
+    optimizer: Callable[..., Any] | None = None
+    optimizer_options: tuple[str, ...] = field(default_factory=tuple)
 
 
 class DistributedAlgorithm(str, enum.Enum):

@@ -17,8 +17,8 @@ import math
 
 import torch
 
-from ding_dist.sync._primitives import Link
-from ding_dist.sync.bucket import Bucket, Pending
+from ding_dist.sync._primitives import MeteredLink
+from ding_dist.sync.bucket import Bucket, BucketStage
 
 _ALIGN = 8
 _NAN = float("nan")
@@ -140,7 +140,7 @@ class ScatterGatherState:
 
     __slots__ = ("link", "codec", "error_feedback", "piece_elems", "residuals", "scratch")
 
-    def __init__(self, link: Link, codec: Codec, error_feedback: bool = False, piece_mb: float = 1.0) -> None:
+    def __init__(self, link: MeteredLink, codec: Codec, error_feedback: bool = False, piece_mb: float = 1.0) -> None:
         if isinstance(piece_mb, bool) or not (
             isinstance(piece_mb, (int, float)) and math.isfinite(piece_mb) and piece_mb > 0
         ):
@@ -183,7 +183,7 @@ def _chunk_segments(bucket: Bucket, sc: _Scratch, rank: int) -> list[tuple[int, 
     return runs
 
 
-def scatter_gather(state: ScatterGatherState, bucket: Bucket, values: torch.Tensor | None = None) -> Pending:
+def scatter_gather(state: ScatterGatherState, bucket: Bucket, values: torch.Tensor | None = None) -> BucketStage:
     """Start averaging ``values`` (default ``bucket.grads``) into ``bucket.grads`` over producers."""
     link, codec = state.link, state.codec
     world, rank = link.world_size, link.rank
@@ -210,7 +210,7 @@ def scatter_gather(state: ScatterGatherState, bucket: Bucket, values: torch.Tens
     # plain sum is the producers' sum, otherwise (8-bit rows, error feedback, momenta) they are masked out.
     masked = not codec.exact_zeros or state.error_feedback or values is not None
 
-    def reduce_pieces() -> Pending:
+    def reduce_pieces() -> BucketStage:
         ind = pieces[0].received[:, :p].to(torch.float32)  # every piece carries the same indicators
         counts = ind.sum(dim=0)  # stays on the device: nothing is read back
         ind = torch.cat([ind, torch.zeros_like(ind[:, :1])], dim=1)  # column p: the padding
@@ -237,6 +237,6 @@ def scatter_gather(state: ScatterGatherState, bucket: Bucket, values: torch.Tens
                 bucket.grads[sc.start : sc.stop].copy_(decoded[: sc.stop - sc.start])
             return counts
 
-        return Pending(works2, unpack)
+        return BucketStage(works2, unpack)
 
-    return Pending(works, reduce_pieces)
+    return BucketStage(works, reduce_pieces)

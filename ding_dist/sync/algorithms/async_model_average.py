@@ -53,11 +53,11 @@ from typing import Any
 import torch
 
 from ding_dist.comm.init import on_finalize
-from ding_dist.sync._primitives import Link, SubLink, dedicated_link
+from ding_dist.sync._primitives import MeteredLink, MeteredSubLink, dedicated_link
 from ding_dist.sync.algorithms import Algorithm
 from ding_dist.sync.algorithms.gradient_allreduce import AllreduceState, allreduce_hook
 from ding_dist.sync.algorithms.local_sgd import check_steps
-from ding_dist.sync.bucket import Bucket, Pending, exact_integer_limit
+from ding_dist.sync.bucket import Bucket, BucketStage, exact_integer_limit
 
 __all__ = ["THREAD_NAME", "AsyncState"]
 
@@ -88,7 +88,7 @@ class AsyncState:
     """State of ``async``: options, step counter, weight lock, the thread and its dedicated link.
 
     Example:
-        >>> state = make_state(Link(), warmup_steps=2)
+        >>> state = make_state(MeteredLink(), warmup_steps=2)
         >>> state.local_gradients, state.running   # in the warm-up: gradient allreduce, no thread
         (False, False)
     """
@@ -114,7 +114,9 @@ class AsyncState:
         "__weakref__",
     )
 
-    def __init__(self, link: Link, thread_link: SubLink | None, interval_ms: float, warmup_steps: int) -> None:
+    def __init__(
+        self, link: MeteredLink, thread_link: MeteredSubLink | None, interval_ms: float, warmup_steps: int
+    ) -> None:
         self.link = link
         self.thread_link = thread_link
         self.allreduce = AllreduceState(link)
@@ -161,12 +163,12 @@ atexit.register(_stop_all)
 
 
 def make_state(
-    link: Link, sync_interval_ms: float = 500, warmup_steps: int = 0, peer_selection_mode: str = "all"
+    link: MeteredLink, sync_interval_ms: float = 500, warmup_steps: int = 0, peer_selection_mode: str = "all"
 ) -> AsyncState:
     """State for ``async``; creates the thread's own process group (collective, every rank, here).
 
     Example:
-        >>> make_state(Link(), sync_interval_ms=100).interval_s
+        >>> make_state(MeteredLink(), sync_interval_ms=100).interval_s
         0.1
     """
     ok = isinstance(sync_interval_ms, (int, float)) and not isinstance(sync_interval_ms, bool)
@@ -300,7 +302,7 @@ def _stop(state: AsyncState) -> None:
 
 
 # ---- the algorithm's hooks -----------------------------------------------------------------------
-def async_hook(state: AsyncState, bucket: Bucket) -> Pending:
+def async_hook(state: AsyncState, bucket: Bucket) -> BucketStage:
     """Warm-up: ``gradient_allreduce``'s hook (the engine stops calling it once gradients are local)."""
     return allreduce_hook(state.allreduce, bucket)
 

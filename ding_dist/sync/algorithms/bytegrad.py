@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import torch
 
-from ding_dist.sync._primitives import Link, NodeHierarchy, node_hierarchy
+from ding_dist.sync._primitives import MeteredLink, NodeHierarchy, node_hierarchy
 from ding_dist.sync.algorithms import Algorithm
 from ding_dist.sync.algorithms._scatter_gather import MinMaxUInt8Codec, ScatterGatherState, scatter_gather
 from ding_dist.sync.algorithms.gradient_allreduce import check_hierarchical
-from ding_dist.sync.bucket import Bucket, Pending
+from ding_dist.sync.bucket import Bucket, BucketStage
 
 _MAX_INDICATOR = 255  # the scatter-gather sends each producer count in one byte
 
@@ -39,7 +39,7 @@ class HierarchicalByteGradState:
 
     __slots__ = ("link", "hierarchy", "leaders")
 
-    def __init__(self, link: Link, hierarchy: NodeHierarchy, leaders: ScatterGatherState | None) -> None:
+    def __init__(self, link: MeteredLink, hierarchy: NodeHierarchy, leaders: ScatterGatherState | None) -> None:
         self.link = link
         self.hierarchy = hierarchy
         self.leaders = leaders
@@ -54,14 +54,14 @@ ByteGradState = ScatterGatherState | HierarchicalByteGradState
 
 
 def make_state(
-    link: Link, error_feedback: bool = False, piece_mb: float = 1.0, hierarchical: bool = False
+    link: MeteredLink, error_feedback: bool = False, piece_mb: float = 1.0, hierarchical: bool = False
 ) -> ByteGradState:
     """State for ``bytegrad``; ``error_feedback`` keeps the local quantization residual, ``piece_mb``
     is the float32 size of the pieces a bucket is sent in (each one quantized on its own),
     ``hierarchical`` reduces within nodes first (subgroups created here, once).
 
     Example:
-        >>> make_state(Link(), error_feedback=True).error_feedback
+        >>> make_state(MeteredLink(), error_feedback=True).error_feedback
         True
     """
     flat = ScatterGatherState(link, MinMaxUInt8Codec(), error_feedback=error_feedback, piece_mb=piece_mb)
@@ -76,7 +76,7 @@ def make_state(
     return HierarchicalByteGradState(link, hierarchy, leaders)
 
 
-def _among_leaders(state: HierarchicalByteGradState, bucket: Bucket) -> Pending:
+def _among_leaders(state: HierarchicalByteGradState, bucket: Bucket) -> BucketStage:
     """On a leader, after the node reduce: the 8-bit scatter-gather of the node average among leaders."""
     node_counts = bucket.indicators.float()
     inverse = (1.0 / node_counts.clamp(min=1)).to(bucket.grads.dtype)
@@ -90,20 +90,20 @@ def _among_leaders(state: HierarchicalByteGradState, bucket: Bucket) -> Pending:
     return scatter_gather(state.leaders, bucket, values).followed_by(publish)
 
 
-def _hierarchical_hook(state: HierarchicalByteGradState, bucket: Bucket) -> Pending:
+def _hierarchical_hook(state: HierarchicalByteGradState, bucket: Bucket) -> BucketStage:
     node = state.hierarchy.node
 
-    def then() -> Pending:
-        first = _among_leaders(state, bucket) if state.leaders is not None else Pending([], lambda: None)
-        return first.followed_by(lambda _: Pending([node.broadcast_async(bucket.buffer, src=0)], counts))
+    def then() -> BucketStage:
+        first = _among_leaders(state, bucket) if state.leaders is not None else BucketStage([], lambda: None)
+        return first.followed_by(lambda _: BucketStage([node.broadcast_async(bucket.buffer, src=0)], counts))
 
     def counts() -> torch.Tensor:
         return bucket.indicators.float().round()
 
-    return Pending([node.reduce(bucket.buffer, dst=0)], then)
+    return BucketStage([node.reduce(bucket.buffer, dst=0)], then)
 
 
-def bytegrad_hook(state: ByteGradState, bucket: Bucket) -> Pending:
+def bytegrad_hook(state: ByteGradState, bucket: Bucket) -> BucketStage:
     """Quantized scatter-reduce + all-gather of ``bucket.grads`` (hierarchical: among node leaders)."""
     if isinstance(state, HierarchicalByteGradState):
         return _hierarchical_hook(state, bucket)

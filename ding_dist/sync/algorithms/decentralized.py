@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from ding_dist import comm
-from ding_dist.sync._primitives import Handles, Link, SubLink, node_hierarchy
+from ding_dist.sync._primitives import MeteredLink, MeteredSubLink, node_hierarchy
 from ding_dist.sync.algorithms import Algorithm
 from ding_dist.sync.bucket import Bucket
 from ding_dist.sync.topology import Edge, Topology, get_topology
@@ -99,13 +99,13 @@ class Layout:
     :func:`~ding_dist.sync._primitives.node_hierarchy` (the same check on every rank).
 
     Example:
-        >>> Layout(Link(None), hierarchical=False).members
+        >>> Layout(MeteredLink(None), hierarchical=False).members
         [0]
     """
 
     __slots__ = ("members", "index", "node_size", "node", "leaders")
 
-    def __init__(self, link: Link, hierarchical: bool, algorithm: str = "decentralized") -> None:
+    def __init__(self, link: MeteredLink, hierarchical: bool, algorithm: str = "decentralized") -> None:
         n, rank = link.world_size, link.rank
         self.members, self.index = list(range(n)), rank
         self.node_size, self.node, self.leaders = 1, None, None
@@ -136,13 +136,13 @@ class Layout:
         for flat in flats:
             self.node.broadcast(flat, src=0)
 
-    def edge_link(self, link: Link, vertices: Sequence[int]) -> Link | None:
+    def edge_link(self, link: MeteredLink, vertices: Sequence[int]) -> MeteredLink | None:
         """A link over the members ``vertices`` (a new group; collective: every rank calls it, in the same
         order); ``None`` on ranks outside it."""
         if len(vertices) == len(self.members) and self.node is not None:  # every node: the leaders' group
-            return SubLink(self.leaders, link) if self.leaders is not None else None
+            return MeteredSubLink(self.leaders, link) if self.leaders is not None else None
         group = link.new_subgroup([self.members[i] for i in vertices])
-        return SubLink(group, link) if group is not None else None
+        return MeteredSubLink(group, link) if group is not None else None
 
 
 def check_interval(value: Any) -> int:
@@ -184,14 +184,14 @@ class DecentralizedState:
 
     __slots__ = ("link", "layout", "topology", "interval", "steps", "comms", "groups", "weights", "recv", "pending")
 
-    def __init__(self, link: Link, topology: Any, interval: int, hierarchical: bool) -> None:
+    def __init__(self, link: MeteredLink, topology: Any, interval: int, hierarchical: bool) -> None:
         self.link = link
         self.interval = check_interval(interval)
         self.layout = Layout(link, check_hierarchical(hierarchical), "decentralized")
         self.topology = build_topology(topology, self.layout, hierarchical, "decentralized")
         self.steps = 0  # optimizer steps done; step k = steps + 1 communicates when steps % interval == 0
         self.comms = 0  # communicating steps done: the next one uses topology iteration `comms`
-        self.groups: dict[tuple[int, ...], Link | None] = {}
+        self.groups: dict[tuple[int, ...], MeteredLink | None] = {}
         if link.world_size > 1:
             self._make_groups()
         self.weights: FlatWeights | None = None
@@ -229,12 +229,12 @@ class DecentralizedState:
         if len(edge.ranks) == 2:
             other = edge.ranks[0] if edge.ranks[1] == self.layout.index else edge.ranks[1]
             peer = self.layout.members[other]
-            return _Exchange(edge, x, Handles([self.link.exchange(a, b, peer) for a, b in zip(x, self.recv)]))
+            return _Exchange(edge, x, comm.CommHandle([self.link.exchange(a, b, peer) for a, b in zip(x, self.recv)]))
         edge_link = self.groups[edge.ranks]
         assert edge_link is not None
         for total, mine in zip(self.recv, x):
             total.copy_(mine)
-        return _Exchange(edge, x, Handles([edge_link.allreduce(total) for total in self.recv]))
+        return _Exchange(edge, x, comm.CommHandle([edge_link.allreduce(total) for total in self.recv]))
 
     def finish(self, ex: _Exchange) -> list[torch.Tensor]:
         """Wait for ``ex`` and return the mixed weights (broadcast from the leader when hierarchical)."""
@@ -260,7 +260,7 @@ class DecentralizedState:
 
 
 def make_state(
-    link: Link,
+    link: MeteredLink,
     topology: Any = None,
     communication_interval: int = 1,
     hierarchical: bool = False,

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import torch
 
-from ding_dist.sync._primitives import Link, NodeHierarchy, node_hierarchy
+from ding_dist.sync._primitives import MeteredLink, NodeHierarchy, node_hierarchy
 from ding_dist.sync.algorithms import Algorithm
-from ding_dist.sync.bucket import Bucket, Pending, average_by_counts, exact_integer_limit
+from ding_dist.sync.bucket import Bucket, BucketStage, average_by_counts, exact_integer_limit
 
 _fused_scale_and_check = getattr(torch, "_amp_foreach_non_finite_check_and_unscale_", None)
 
@@ -40,7 +40,7 @@ class AllreduceState:
 
     __slots__ = ("link", "scratch", "hierarchy")
 
-    def __init__(self, link: Link, hierarchy: NodeHierarchy | None = None) -> None:
+    def __init__(self, link: MeteredLink, hierarchy: NodeHierarchy | None = None) -> None:
         self.link = link
         self.scratch: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.hierarchy = hierarchy
@@ -53,27 +53,27 @@ def check_hierarchical(value: object) -> bool:
     return value
 
 
-def make_state(link: Link, hierarchical: bool = False) -> AllreduceState:
+def make_state(link: MeteredLink, hierarchical: bool = False) -> AllreduceState:
     """Build the state; ``hierarchical=True`` creates the node subgroups (collective, once, here).
 
     Example:
-        >>> make_state(Link()).hierarchy is None
+        >>> make_state(MeteredLink()).hierarchy is None
         True
     """
     hierarchy = node_hierarchy(link, "gradient_allreduce") if check_hierarchical(hierarchical) else None
     return AllreduceState(link, hierarchy)
 
 
-def hierarchical_allreduce(hierarchy: NodeHierarchy, tensors: list[torch.Tensor]) -> Pending:
+def hierarchical_allreduce(hierarchy: NodeHierarchy, tensors: list[torch.Tensor]) -> BucketStage:
     """Start an in-place SUM of ``tensors`` over every rank through the node leaders: reduce onto local
-    rank 0, allreduce among the leaders, broadcast within the node. A three-stage :class:`Pending`."""
+    rank 0, allreduce among the leaders, broadcast within the node. A three-stage :class:`BucketStage`."""
     node, leaders = hierarchy.node, hierarchy.leaders
 
-    def among_leaders() -> Pending:
+    def among_leaders() -> BucketStage:
         works = [leaders.allreduce(t) for t in tensors] if leaders is not None else []
-        return Pending(works, lambda: Pending([node.broadcast_async(t, src=0) for t in tensors], lambda: None))
+        return BucketStage(works, lambda: BucketStage([node.broadcast_async(t, src=0) for t in tensors], lambda: None))
 
-    return Pending([node.reduce(t, dst=0) for t in tensors], among_leaders)
+    return BucketStage([node.reduce(t, dst=0) for t in tensors], among_leaders)
 
 
 # The flagged slots hold ``count + k * (W + 1) <= W * (W + 2)``; float32 holds such integers exactly
@@ -101,7 +101,7 @@ def _prescale_and_flag(state: AllreduceState, bucket: Bucket, world: int) -> boo
     return True
 
 
-def allreduce_hook(state: AllreduceState, bucket: Bucket) -> Pending:
+def allreduce_hook(state: AllreduceState, bucket: Bucket) -> BucketStage:
     """Average ``bucket.grads`` over the producing ranks with one SUM allreduce of the buffer."""
     world = state.link.world_size
     flagged = _prescale_and_flag(state, bucket, world)
@@ -122,7 +122,7 @@ def allreduce_hook(state: AllreduceState, bucket: Bucket) -> Pending:
 
     if state.hierarchy is not None:
         return hierarchical_allreduce(state.hierarchy, tensors).followed_by(lambda _: then())
-    return Pending([state.link.allreduce(t) for t in tensors], then)
+    return BucketStage([state.link.allreduce(t) for t in tensors], then)
 
 
 ALGORITHMS = (

@@ -36,10 +36,10 @@ from typing import Any
 
 import torch
 
-from ding_dist.sync._primitives import Link, consecutive_link
+from ding_dist.sync._primitives import MeteredLink, consecutive_link
 from ding_dist.sync.algorithms import Algorithm
 from ding_dist.sync.algorithms.gradient_allreduce import AllreduceState, allreduce_hook
-from ding_dist.sync.bucket import Bucket, Pending
+from ding_dist.sync.bucket import Bucket, BucketStage
 
 __all__ = ["LocalSGDState", "average_parameters", "check_steps"]
 
@@ -76,14 +76,21 @@ class LocalSGDState:
     ``[(period, link), ...]`` (one level, the world, without ``periods``).
 
     Example:
-        >>> s = make_state(Link(), periods={1: 2})   # on the fake link: the world is one rank
+        >>> s = make_state(MeteredLink(), periods={1: 2})   # on the fake link: the world is one rank
         >>> [s.group_at(k) is not None for k in range(4)]
         [True, False, True, False]
     """
 
     __slots__ = ("link", "allreduce", "warmup_steps", "step", "period", "levels", "hierarchical")
 
-    def __init__(self, link: Link, warmup_steps: int, period: int, levels: list[tuple[int, Link]], hierarchical: bool):
+    def __init__(
+        self,
+        link: MeteredLink,
+        warmup_steps: int,
+        period: int,
+        levels: list[tuple[int, MeteredLink]],
+        hierarchical: bool,
+    ):
         self.link = link
         self.allreduce = AllreduceState(link)
         self.warmup_steps = warmup_steps
@@ -97,7 +104,7 @@ class LocalSGDState:
         """True past the warm-up: the engine then leaves gradients local (no gradient collective)."""
         return self.step >= self.warmup_steps
 
-    def group_at(self, step: int) -> Link | None:
+    def group_at(self, step: int) -> MeteredLink | None:
         """The link that averages after optimizer step ``step`` (0-based), or ``None``."""
         if step < self.warmup_steps:
             return None
@@ -110,12 +117,12 @@ class LocalSGDState:
 
 
 def make_state(
-    link: Link, warmup_steps: int = 0, period: int | None = None, periods: Mapping[int, int] | None = None
+    link: MeteredLink, warmup_steps: int = 0, period: int | None = None, periods: Mapping[int, int] | None = None
 ) -> LocalSGDState:
     """State for ``local_sgd``; with ``periods`` the subgroups are created here (collective, once).
 
     Example:
-        >>> s = make_state(Link(), warmup_steps=2, period=3)
+        >>> s = make_state(MeteredLink(), warmup_steps=2, period=3)
         >>> [s.group_at(k) is not None for k in range(6)]
         [False, False, True, False, False, True]
     """
@@ -133,13 +140,13 @@ def make_state(
     )
 
 
-def average_parameters(params: Sequence[torch.Tensor], link: Link) -> None:
+def average_parameters(params: Sequence[torch.Tensor], link: MeteredLink) -> None:
     """Average ``params`` in place over ``link``'s ranks: one flat buffer per (device, dtype), divided by
     the group size, SUM-allreduced and copied back (torch's ``model_averaging.utils.average_parameters``).
 
     Example:
         >>> p = torch.nn.Parameter(torch.ones(2))
-        >>> average_parameters([p], Link())
+        >>> average_parameters([p], MeteredLink())
         >>> p.data
         tensor([1., 1.])
     """
@@ -152,7 +159,7 @@ def average_parameters(params: Sequence[torch.Tensor], link: Link) -> None:
         torch._foreach_copy_(tensors, [v.view_as(t) for v, t in zip(flat.split([t.numel() for t in tensors]), tensors)])
 
 
-def local_sgd_hook(state: LocalSGDState, bucket: Bucket) -> Pending:
+def local_sgd_hook(state: LocalSGDState, bucket: Bucket) -> BucketStage:
     """Warm-up: ``gradient_allreduce``'s hook (the engine stops calling it once gradients are local)."""
     return allreduce_hook(state.allreduce, bucket)
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import torch
 
-from ding_dist.sync._primitives import Link
+from ding_dist.sync._primitives import MeteredLink
 from ding_dist.sync.algorithms import Algorithm
 from ding_dist.sync.algorithms._scatter_gather import HalfCodec, ScatterGatherState, scatter_gather
-from ding_dist.sync.bucket import Bucket, Pending, average_by_counts, exact_integer_limit
+from ding_dist.sync.bucket import Bucket, BucketStage, average_by_counts, exact_integer_limit
 
 _METHODS = ("allreduce", "scatter_gather")
 
@@ -32,7 +32,7 @@ class LowPrecisionState:
 
     __slots__ = ("link", "dtype", "method", "wire", "sg")
 
-    def __init__(self, link: Link, dtype: torch.dtype, method: str = "allreduce", piece_mb: float = 1.0) -> None:
+    def __init__(self, link: MeteredLink, dtype: torch.dtype, method: str = "allreduce", piece_mb: float = 1.0) -> None:
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
         self.link = link
@@ -42,12 +42,12 @@ class LowPrecisionState:
         self.sg = ScatterGatherState(link, HalfCodec(dtype), piece_mb=piece_mb) if method == "scatter_gather" else None
 
 
-def make_fp16_state(link: Link, method: str = "allreduce", piece_mb: float = 1.0) -> LowPrecisionState:
+def make_fp16_state(link: MeteredLink, method: str = "allreduce", piece_mb: float = 1.0) -> LowPrecisionState:
     """State for ``fp16``."""
     return LowPrecisionState(link, torch.float16, method, piece_mb)
 
 
-def make_bf16_state(link: Link, method: str = "allreduce", piece_mb: float = 1.0) -> LowPrecisionState:
+def make_bf16_state(link: MeteredLink, method: str = "allreduce", piece_mb: float = 1.0) -> LowPrecisionState:
     """State for ``bf16``."""
     return LowPrecisionState(link, torch.bfloat16, method, piece_mb)
 
@@ -80,7 +80,7 @@ def decode_counts(summed: torch.Tensor, n_params: int) -> torch.Tensor:
     return summed.view(-1, n_params).float().sum(dim=0)
 
 
-def low_precision_hook(state: LowPrecisionState, bucket: Bucket) -> Pending:
+def low_precision_hook(state: LowPrecisionState, bucket: Bucket) -> BucketStage:
     """Average ``bucket.grads`` with 16-bit values on the wire."""
     if state.sg is not None:
         return scatter_gather(state.sg, bucket)
@@ -105,7 +105,7 @@ def low_precision_hook(state: LowPrecisionState, bucket: Bucket) -> Pending:
         average_by_counts(bucket, counts, world)
         return counts
 
-    return Pending([work], then)
+    return BucketStage([work], then)
 
 
 _OPTIONS = ("method", "piece_mb")

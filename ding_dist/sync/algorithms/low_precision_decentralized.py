@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import torch
 
-from ding_dist.sync._primitives import Handles, Link, pieces
+from ding_dist.comm import CommHandle
+from ding_dist.sync._primitives import MeteredLink, pieces
 from ding_dist.sync.algorithms import Algorithm
 from ding_dist.sync.algorithms._scatter_gather import MinMaxUInt8Codec
 from ding_dist.sync.algorithms.decentralized import FlatWeights, Layout, check_hierarchical, check_interval
@@ -44,7 +45,7 @@ class LowPrecisionDecentralizedState:
 
     __slots__ = ("link", "layout", "interval", "steps", "codec", "left", "right", "weights", "replicas", "buffers")
 
-    def __init__(self, link: Link, communication_interval: int = 1, hierarchical: bool = False) -> None:
+    def __init__(self, link: MeteredLink, communication_interval: int = 1, hierarchical: bool = False) -> None:
         self.link = link
         self.interval = check_interval(communication_interval)
         self.layout = Layout(link, check_hierarchical(hierarchical), "low_precision_decentralized")
@@ -101,7 +102,7 @@ class LowPrecisionDecentralizedState:
                 if b > a:
                     codec.quantize_into(d[a:b].view(1, -1), msg[:, :h], msg[:, a + h : b + h])
                 posted = [self.link.exchange_piece(piece, box[k], peer) for peer, box in zip(peers, received)]
-                works.append(Handles([w for pair in posted for w in pair]))
+                works.append(CommHandle([w for pair in posted for w in pair]))
                 spans.append((a, min(b, n)))
                 start = stop
             for a, b in spans:  # own first: it overlaps the transfer
@@ -117,7 +118,7 @@ class LowPrecisionDecentralizedState:
 
 
 def make_state(
-    link: Link, communication_interval: int = 1, hierarchical: bool = False
+    link: MeteredLink, communication_interval: int = 1, hierarchical: bool = False
 ) -> LowPrecisionDecentralizedState:
     """Build the state (a ring of the ranks, or of the node leaders when ``hierarchical``)."""
     return LowPrecisionDecentralizedState(link, communication_interval, hierarchical)

@@ -24,11 +24,11 @@ from typing import Any
 
 import torch
 
-from ding_dist.sync._primitives import Link
+from ding_dist.sync._primitives import MeteredLink
 from ding_dist.sync.algorithms import Algorithm
 from ding_dist.sync.algorithms._scatter_gather import MinMaxUInt8Codec, ScatterGatherState, scatter_gather
 from ding_dist.sync.algorithms.gradient_allreduce import AllreduceState, allreduce_hook
-from ding_dist.sync.bucket import Bucket, Pending
+from ding_dist.sync.bucket import Bucket, BucketStage
 
 _WEIGHT_DECAY_MODES = ("l2", "decoupled")
 
@@ -161,7 +161,7 @@ class QAdamState:
 
     __slots__ = ("link", "optimizer", "beta1", "plain", "compressed")
 
-    def __init__(self, link: Link) -> None:
+    def __init__(self, link: MeteredLink) -> None:
         self.link = link
         self.optimizer: QAdamOptimizer | None = None
         self.beta1 = 0.9
@@ -169,7 +169,7 @@ class QAdamState:
         self.compressed = ScatterGatherState(link, MinMaxUInt8Codec())
 
 
-def make_state(link: Link) -> QAdamState:
+def make_state(link: MeteredLink) -> QAdamState:
     """State for ``qadam`` (the optimizer is bound by :func:`check_optimizers`)."""
     return QAdamState(link)
 
@@ -188,7 +188,7 @@ def check_optimizers(state: QAdamState | None, optimizers: list[Any]) -> None:
         state.beta1 = beta1s.pop()
 
 
-def qadam_hook(state: QAdamState, bucket: Bucket) -> Pending:
+def qadam_hook(state: QAdamState, bucket: Bucket) -> BucketStage:
     """Full-precision gradients during warm-up; afterwards 8-bit averaged local momentum."""
     opt = state.optimizer
     if opt is None or not opt.frozen:
@@ -209,4 +209,13 @@ def qadam_hook(state: QAdamState, bucket: Bucket) -> Pending:
     return scatter_gather(state.compressed, bucket, values=local).followed_by(to_gradient)
 
 
-ALGORITHMS = (Algorithm("qadam", make_state=make_state, hook=qadam_hook, check_optimizers=check_optimizers),)
+ALGORITHMS = (
+    Algorithm(
+        "qadam",
+        make_state=make_state,
+        hook=qadam_hook,
+        check_optimizers=check_optimizers,
+        optimizer=QAdamOptimizer,
+        optimizer_options=("warmup_steps",),
+    ),
+)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ding_dist.entry.cli import UsageError
+from ding_dist.entry.cli.errors import UsageError
 from ding_dist.utils.fileio import atomic_open
 from ding_dist.utils.logging import METRICS_FILE, read_metrics
 

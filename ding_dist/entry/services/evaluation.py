@@ -1,8 +1,10 @@
-"""Evaluation: greedy episodes on rank 0 during a run (the stop decision broadcast to the ranks that learn),
-and :func:`evaluate`, a checkpoint's greedy evaluation on this process alone.
+"""Evaluation: greedy episodes on rank 0 during a run (the stop decision shared with the ranks that learn), and
+:func:`evaluate`, a checkpoint's greedy evaluation on this process alone.
 
 Example::
 
+    evaluation = Evaluation(evaluator, counters, metrics, health_timeout=60.0)
+    stop = evaluation()                                   # every rank that learns, at the same env step
     evaluate("configs/cartpole_dqn_config.py", "runs/cartpole_dqn", episodes=10)["mean_return"]
 """
 
@@ -14,38 +16,54 @@ from pathlib import Path
 from typing import Any
 
 from ding_dist.comm import health_check
-from ding_dist.entry.checkpoints import load_policy_state
-from ding_dist.entry.experiment import ConfigArg, build_policy, env_manager, load_config
+from ding_dist.entry.experiment import ConfigArg, build_policy, env_manager, is_compiled, load_config
+from ding_dist.entry.services.checkpointing import load_policy_state
+from ding_dist.entry.services.counters import Counters
+from ding_dist.entry.services.metrics import Metrics
 from ding_dist.envs import env_seeds, make_vec_env
 from ding_dist.utils import CheckpointManager, load_checkpoint
 from ding_dist.worker import Evaluator
 
-__all__ = ["EvaluationMixin", "evaluate"]
+__all__ = ["Evaluation", "evaluate"]
 
 logger = logging.getLogger(__name__)
 
 
-class EvaluationMixin:
-    """Evaluating during a run (part of ``RunSetup``); ``learn_group`` is the group of the ranks that learn."""
+class Evaluation:
+    """Evaluating during a run: a health check of ``group`` (rank 0 evaluates alone: first make sure everyone is
+    alive), rank 0's greedy episodes, the result shared and recorded in the counters and metrics."""
 
-    learn_group: Any
+    def __init__(
+        self, evaluator: Evaluator, counters: Counters, metrics: Metrics, *, health_timeout: float, group: Any = None
+    ) -> None:
+        self.evaluator, self.counters, self.metrics = evaluator, counters, metrics
+        self.health_timeout, self.group = health_timeout, group
 
-    def evaluate(self) -> bool:
-        """Health check, rank 0's greedy episodes, the result shared; True when ``env.stop_value`` is reached."""
-        health_check(self.health_timeout, group=self.learn_group)  # rank 0 evaluates alone: first make sure
-        mean, stop = self.evaluator.evaluate_and_share(group=self.learn_group)  # everyone is alive
+    def __call__(self) -> bool:
+        """Evaluate now; True when ``env.stop_value`` is reached."""
+        health_check(self.health_timeout, group=self.group)
+        mean, stop = self.evaluator.evaluate_and_share(group=self.group)
         c = self.counters
         c.last_eval, c.best_eval = mean, max(c.best_eval, mean)
         c.eval_history.append((c.env_steps, mean))
         values = {"eval/mean_reward": mean, "eval/best_reward": c.best_eval}
-        details = getattr(self.evaluator, "last_result", None)  # rank 0, the one that writes the logs
+        details = self.evaluator.last_result  # rank 0, the one that writes the logs
         if details and details.get("lengths"):
             lengths = details["lengths"]
             values["eval/std_reward"] = details["std_return"]
             values["eval/mean_ep_length"] = sum(lengths) / len(lengths)
-        self.writer.scalars(values, step=c.env_steps)
+        self.metrics.record(values)
         logger.info("env step %d: eval mean return %.2f (best %.2f)", c.env_steps, mean, c.best_eval)
         return stop
+
+    def at_end(self, stopped_by: str) -> str:
+        """The last evaluation, unless the run stopped at its stop value or the last env step was evaluated;
+        returns what stopped the run (``"stop_value"`` when this evaluation reaches it)."""
+        c = self.counters
+        if stopped_by != "stop_value" and (not c.eval_history or c.eval_history[-1][0] != c.env_steps):
+            if self():
+                return "stop_value"
+        return stopped_by
 
 
 def evaluate(config: ConfigArg, ckpt: str | os.PathLike, *, episodes: int = 10, seed: int = 0) -> dict[str, Any]:
@@ -58,7 +76,7 @@ def evaluate(config: ConfigArg, ckpt: str | os.PathLike, *, episodes: int = 10, 
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    cfg = load_config(config, seed=seed)
+    cfg = load_config(config) if is_compiled(config) else load_config(config, seed=seed)  # compiled once
     path = Path(ckpt)
     if path.is_dir():
         folder = path / "ckpt" if (path / "ckpt").is_dir() else path

@@ -17,29 +17,35 @@ At the end learner rank 0 sends the stop version and every learner drains its ac
 
 Example::
 
-    result = LearnerRun(config, on_policy=False, seed=0, overrides=["actor_learner.actors=2"], exp_dir=...,
-                        max_env_steps=100_000, resume=None).run()   # on a learner rank
+    result = LearnerLoop(exp).run()   # on a learner rank of an Experiment with actor_learner.actors=2
     result["actor_learner"]["lag_max"]  # never above actor_learner.max_lag
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from easydict import EasyDict
 
-from ding_dist.comm import DeadRankError, allreduce, comm_device, debug_enabled
+from ding_dist.comm import DeadRankError, allreduce, comm_device, debug_enabled, health_check
 from ding_dist.config.split import split_config
-from ding_dist.entry.data_parallel import DEBUG_CHECK_EVERY
-from ding_dist.entry.experiment import build_policy, env_manager
-from ding_dist.entry.failures import EXIT_SIGTERM, diagnose
-from ding_dist.entry.roles import RoleGroups, Roles, chunk_steps
-from ding_dist.entry.run_setup import RunSetup, make_replay_buffer
+from ding_dist.entry.experiment import (
+    Experiment,
+    build_policy,
+    default_threads,
+    env_manager,
+    make_replay_buffer,
+    replay_capacity,
+)
+from ding_dist.entry.roles import RoleGroups, chunk_steps
+from ding_dist.entry.services.checkpointing import Checkpointing
+from ding_dist.entry.services.evaluation import Evaluation
+from ding_dist.entry.services.failures import DEBUG_CHECK_EVERY, close_workers, consistency_check, guarded
+from ding_dist.entry.services.metrics import Metrics
+from ding_dist.entry.services.run_folder import save_run_config, write_result
 from ding_dist.envs import make_vec_env
 from ding_dist.policy.base import policy_sync_group
 from ding_dist.utils import progress_bar, shown_path
@@ -47,7 +53,7 @@ from ding_dist.worker import Evaluator, Learner, reduce_log
 from ding_dist.worker.experience import ActorLost, Chunk, ExperienceReceiver, ReplayShards, chunk_layout
 from ding_dist.worker.weight_sync import WeightPublisher
 
-__all__ = ["LearnerRun"]
+__all__ = ["LearnerLoop"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,50 +84,68 @@ class _Interval:
         self.actor[chunk.actor] = chunk
 
 
-class LearnerRun(RunSetup):
-    """One learner of an actor-learner run (setup from :class:`RunSetup`, the loop in :meth:`run`)."""
+class LearnerLoop:
+    """One learner of an actor-learner run of an :class:`~ding_dist.entry.experiment.Experiment`: its parts in
+    the constructor, the loop in :meth:`run`."""
 
-    def split_sizes(self, global_cfg: EasyDict) -> EasyDict:
-        roles = Roles.from_config(global_cfg.actor_learner, self.world)
-        return split_config(global_cfg, roles.learners, "--learners")  # per-learner batch, n_sample, actor envs
-
-    def rng_slot(self) -> tuple[int, int] | None:
-        return self.rank, self.roles.learners
-
-    def checkpoint_extra(self) -> dict[str, Any]:
-        return {"world_size": self.world, "roles": {"learners": self.roles.learners, "actors": self.roles.actors}}
-
-    def build(self, state: dict | None) -> None:
-        cfg = self.cfg
-        self.roles = Roles.from_config(cfg.actor_learner, self.world)
-        self.groups = RoleGroups.create(self.roles)  # every rank, same order
+    def __init__(self, exp: Experiment) -> None:
+        self.exp, self.rank, self.world = exp, exp.rank, exp.world
+        self.roles = roles = exp.roles
+        self.cfg = cfg = split_config(exp.cfg, roles.learners, "--learners")  # per-learner batch, n_sample, envs
+        default_threads()
+        health_check(exp.health_timeout)  # every rank came up (this also creates the side group of later checks)
+        self.groups = RoleGroups.create(roles)  # every rank, same order
         self.learn_group = self.groups.learners
-        manager = env_manager(cfg)
-        eval_venv = make_vec_env(cfg.env, cfg.env.evaluator_env_num, manager) if self.rank == 0 else None
-        self.evaluator = Evaluator(eval_venv, None, cfg.env.n_evaluator_episode)  # closes eval_venv on failure
-        if eval_venv is not None:
-            obs_space, act_space = eval_venv.single_observation_space, eval_venv.single_action_space
-        else:
-            probe = make_vec_env(cfg.env, 1, "sync")  # the spaces the actors' envs have
-            obs_space, act_space = probe.single_observation_space, probe.single_action_space
-            probe.close()
-        with policy_sync_group(self.learn_group):  # gradients and statistics within the learners
-            self.policy = build_policy(cfg, obs_space, act_space)
-        self.seeds.seed_process(self.rank)
-        eval_seeds = self.seeds.env_seeds("evaluator", self.rank, cfg.env.evaluator_env_num)
-        self.evaluator = Evaluator(eval_venv, self.policy, cfg.env.n_evaluator_episode, eval_seeds, cfg.env.stop_value)
-        self.learner = Learner(self.policy)
-        num_envs = cfg.env.collector_env_num  # each actor's: this learner's share (split_config)
-        self.steps = chunk_steps(cfg.policy.collect.n_sample, num_envs)
-        self.layout = chunk_layout(self.policy, obs_space, num_envs, self.steps)
-        self.actors = self.roles.actors_of(self.rank)
-        if not self.on_policy:
-            size = cfg.policy.other.replay_buffer.replay_buffer_size  # global, split over learners and actors
-            capacity = math.ceil(size / self.roles.learners / len(self.actors))
-            space = obs_space, act_space
-            shards = {a: make_replay_buffer(cfg, *space, num_envs, capacity, self.seeds.integer("replay", a))
-                      for a in self.actors}  # fmt: skip
-            self.buffer = ReplayShards(shards)
+        roles_extra = {"world_size": self.world, "roles": {"learners": roles.learners, "actors": roles.actors}}
+        self.ckpt = Checkpointing(exp, rng_slot=(self.rank, roles.learners), group=self.learn_group, extra=roles_extra)
+        state, self.counters = self.ckpt.load()
+        seeds = exp.seeds(self.counters.env_steps if state else 0)
+        self.buffer, eval_venv = None, None
+        try:
+            eval_venv = make_vec_env(cfg.env, cfg.env.evaluator_env_num, env_manager(cfg)) if self.rank == 0 else None
+            if eval_venv is not None:
+                obs_space, act_space = eval_venv.single_observation_space, eval_venv.single_action_space
+            else:
+                probe = make_vec_env(cfg.env, 1, "sync")  # the spaces the actors' envs have
+                obs_space, act_space = probe.single_observation_space, probe.single_action_space
+                probe.close()
+            with policy_sync_group(self.learn_group):  # gradients and statistics within the learners
+                self.policy = build_policy(cfg, obs_space, act_space)
+            seeds.seed_process(self.rank)
+            eval_seeds = seeds.env_seeds("evaluator", self.rank, cfg.env.evaluator_env_num)
+            self.evaluator = Evaluator(eval_venv, self.policy, cfg.env.n_evaluator_episode, eval_seeds,
+                                       cfg.env.stop_value)  # fmt: skip
+            self.learner = Learner(self.policy)
+            num_envs = cfg.env.collector_env_num  # each actor's: this learner's share (split_config)
+            self.steps = chunk_steps(cfg.policy.collect.n_sample, num_envs)
+            self.layout = chunk_layout(self.policy, obs_space, num_envs, self.steps)
+            self.actors = roles.actors_of(self.rank)
+            if not exp.on_policy:  # the global replay, split over learners and their actors
+                capacity = replay_capacity(cfg, roles.learners * len(self.actors))
+                shards = {a: make_replay_buffer(cfg, obs_space, act_space, num_envs, capacity,
+                                                seeds.integer("replay", a)) for a in self.actors}  # fmt: skip
+                self.buffer = ReplayShards(shards)
+            default_threads(self.policy.obs_space)  # more than one only for image observations
+            if state is not None:
+                self.ckpt.restore(state, self.policy, self.buffer, self.counters)
+        except BaseException:  # e.g. SIGTERM while the envs start: close what is open, no orphans
+            close_workers(eval_venv)
+            raise
+        if self.rank == 0:  # after the checkpoint was found to fit: a failed resume leaves the folder as it was
+            save_run_config(exp.cfg, exp.exp_dir, continuing=state is not None)  # a changed one: a new file
+        self.metrics = Metrics(exp, self.policy, self.counters, resumed=state is not None)
+        self.evaluate = Evaluation(self.evaluator, self.counters, self.metrics, health_timeout=exp.health_timeout,
+                                   group=self.learn_group)  # fmt: skip
+
+    def checkpoint(self) -> None:
+        before = (lambda: consistency_check(self.policy, self.learn_group)) if debug_enabled() else None
+        self.ckpt.save(self.policy, self.counters, self.buffer, time.perf_counter() - self.wall_start, before)
+
+    def close(self) -> None:
+        try:
+            self.metrics.close()
+        finally:
+            close_workers(self.evaluator.venv)
 
     def _updates_due(self, env_steps: int, n_sample: int) -> int:
         """Updates for ``env_steps`` new global env steps (``update_per_collect`` per ``n_sample``, exactly)."""
@@ -165,7 +189,7 @@ class LearnerRun(RunSetup):
             self.policy.device,
             al.max_lag,
             al.lag_mode,
-            shown_path(self.exp_dir),
+            shown_path(self.exp.exp_dir),
         )
         groups = {a: self.groups.experience[a] for a in self.actors}
         receiver = ExperienceReceiver(self.layout, groups, al.queue, drop_when_full=al.lag_mode == "drop")
@@ -176,10 +200,12 @@ class LearnerRun(RunSetup):
             publisher.publish(version, self.policy.train_iter, c.env_steps)  # the actors' first weights
         self._interval, self._last_log = _Interval(), (time.perf_counter(), self.policy.train_iter, {})
         self.lag_max, self.dropped = 0, 0
-        bar = progress_bar(self.max_env_steps, desc="env steps", initial=c.env_steps)
+        bar = progress_bar(self.exp.max_env_steps, desc="env steps", initial=c.env_steps)
         stopped_by, debug, finished = "max_env_steps", debug_enabled(), False
-        try:
-            while self.max_env_steps is None or c.env_steps < self.max_env_steps:
+        with guarded(rank=self.rank, world=self.roles.learners, health_timeout=self.exp.health_timeout,
+                     where=lambda: f"env step {c.env_steps}", newest=self.ckpt.newest,
+                     close=lambda: (bar.close(), self.close()), group=self.learn_group):  # fmt: skip
+            while self.exp.max_env_steps is None or c.env_steps < self.exp.max_env_steps:
                 waited = time.perf_counter()
                 chunk = self._next_chunk(receiver)  # waits for data
                 self._interval.wait_s += time.perf_counter() - waited
@@ -211,7 +237,7 @@ class LearnerRun(RunSetup):
                     if publisher is not None:
                         publisher.publish(version, self.policy.train_iter, c.env_steps)
                 if debug and self.policy.train_iter // DEBUG_CHECK_EVERY > iters_before // DEBUG_CHECK_EVERY:
-                    self.check_consistency()
+                    consistency_check(self.policy, self.learn_group)
 
                 def crossed(freq: int, before: int = before) -> bool:
                     return freq > 0 and c.env_steps // freq > before // freq
@@ -235,9 +261,7 @@ class LearnerRun(RunSetup):
             receiver.drain()
             if self._interval.chunks or self._interval.dropped:
                 self.log_interval(wall_start, steps_at_start)
-            if stopped_by != "stop_value" and (not c.eval_history or c.eval_history[-1][0] != c.env_steps):
-                if self.evaluate():
-                    stopped_by = "stop_value"
+            stopped_by = self.evaluate.at_end(stopped_by)
             self.checkpoint()
             left = receiver.join(FINISH_TIMEOUT_S)
             if publisher is not None and not publisher.join(FINISH_TIMEOUT_S):
@@ -245,25 +269,12 @@ class LearnerRun(RunSetup):
             if left:
                 logger.warning("actor(s) %s sent no last message within %g s", left, FINISH_TIMEOUT_S)
             finished = True
-        except Exception as exc:
-            where = f"env step {c.env_steps}"
-            clearer = diagnose(exc, rank=self.rank, world=self.roles.learners, where=where,
-                               health_timeout=self.health_timeout, group=self.learn_group)  # fmt: skip
-            if clearer is None:
-                raise
-            raise clearer from exc
-        except BaseException as exc:  # SIGTERM (SystemExit) or Ctrl-C: log where it stopped
-            why = "SIGTERM" if isinstance(exc, SystemExit) and exc.code == EXIT_SIGTERM else type(exc).__name__
-            newest = shown_path(self.ckpt.latest())
-            logger.warning("stopping at env step %d (%s); newest checkpoint: %s", c.env_steps, why, newest)
-            raise
-        finally:
-            bar.close()
-            self.close()
-
-        return self.write_result(
+        return write_result(
+            self.exp,
+            self.policy,
+            c,
             stopped_by,
-            wall_start,
+            time.perf_counter() - wall_start,
             actor_learner={
                 "role": "learner",
                 "learners": self.roles.learners,
@@ -318,6 +329,6 @@ class LearnerRun(RunSetup):
         out["lag/max"] = float(lag_max.item())
         out["queue/depth"] = out.pop("queue/depth_sum") / max(chunks, 1)
         out["actors/env_steps_per_s"] = sum(v for k, v in out.items() if k.startswith("actors/env_steps_per_s/"))
-        self.writer.scalars(self.common_values(out, wall_start, steps_at_start), step=self.counters.env_steps)
+        self.metrics.record(self.metrics.common_values(out, wall_start, steps_at_start))
         self._last_log = (now, self.policy.train_iter, {**seen_last, **iv.actor})
         self._interval = _Interval()

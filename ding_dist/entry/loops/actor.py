@@ -2,14 +2,15 @@
 
 An actor never learns and never joins the learners' collectives. It waits for the learners' first weights,
 then loops: take a free send buffer (waiting while all are in flight: the learner is behind), load the
-newest complete weight version if a newer one arrived, collect one chunk, tag it with that version and
-send it. It stops when the learners' last weight message says so, sends its last message and returns
-what it did. Roles and groups: :mod:`~ding_dist.entry.roles`; the learner: :mod:`~ding_dist.entry.learner_loop`.
+newest complete weight version if a newer one arrived, collect one chunk, hand it to the experience channel
+with its header (the weight version that collected it) and repeat. It stops when the learners' last weight
+message says so, sends its last message and returns what it did. It composes only what it uses: its envs,
+an acting-only policy, the two channels (weights in, experience out). Roles and groups:
+:mod:`~ding_dist.entry.roles`; the learner: :mod:`~ding_dist.entry.loops.learner`.
 
 Example::
 
-    result = ActorRun(config, on_policy=True, seed=0, overrides=["actor_learner.actors=2"], exp_dir=...,
-                      max_env_steps=None, resume=None).run()   # on an actor rank
+    result = ActorLoop(exp).run()   # on an actor rank of an Experiment with actor_learner.actors > 0
     result["versions"]  # the weight version of each chunk it sent, never decreasing
 """
 
@@ -19,34 +20,18 @@ import logging
 import time
 from typing import Any
 
-import torch
-from easydict import EasyDict
-
-from ding_dist.comm import DeadRankError, resolve_timeout
-from ding_dist.entry.experiment import build_policy, env_manager
-from ding_dist.entry.failures import EXIT_SIGTERM
-from ding_dist.entry.roles import RoleGroups, Roles, actor_envs, chunk_steps
-from ding_dist.entry.run_setup import RunSetup
+from ding_dist.comm import DeadRankError, health_check, resolve_timeout
+from ding_dist.entry.experiment import Experiment, build_policy, default_threads, env_manager
+from ding_dist.entry.roles import RoleGroups, actor_envs, chunk_steps
+from ding_dist.entry.services.checkpointing import Checkpointing
+from ding_dist.entry.services.failures import EXIT_SIGTERM, close_workers
 from ding_dist.envs import make_vec_env
 from ding_dist.policy.base import acting_only, policy_sync_group
 from ding_dist.worker import Collector
-from ding_dist.worker.experience import (
-    ACTOR,
-    ENV_STEPS,
-    EPISODES,
-    LENGTH_SUM,
-    RETURN_SUM,
-    SEQ,
-    VERSION,
-    WAIT_SEND_S,
-    WAIT_WEIGHTS_S,
-    WALL_S,
-    ExperienceSender,
-    chunk_layout,
-)
+from ding_dist.worker.experience import ChunkHeader, ExperienceSender, chunk_layout
 from ding_dist.worker.weight_sync import WeightSubscriber
 
-__all__ = ["ActorRun"]
+__all__ = ["ActorLoop"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,44 +39,41 @@ logger = logging.getLogger(__name__)
 FINISH_TIMEOUT_S = 60.0
 
 
-class ActorRun(RunSetup):
-    """One actor of an actor-learner run (setup from :class:`RunSetup`, the loop in :meth:`run`)."""
+class ActorLoop:
+    """One actor of an actor-learner run of an :class:`~ding_dist.entry.experiment.Experiment`."""
 
-    @property
-    def writes_metrics(self) -> bool:
-        return False  # the learners log what the actors did
-
-    def split_sizes(self, global_cfg: EasyDict) -> EasyDict:
-        return global_cfg  # an actor's chunk size follows from the learners' share (chunk_steps)
-
-    def rng_slot(self) -> tuple[int, int] | None:
-        return None  # actors need nothing from a checkpoint but the step count (their weights come from learners)
-
-    def build(self, state: dict | None) -> None:
-        cfg = self.cfg
-        self.roles = Roles.from_config(cfg.actor_learner, self.world)
-        self.groups = RoleGroups.create(self.roles)  # every rank, same order
-        self.learner_rank = self.roles.learner_of(self.rank)
+    def __init__(self, exp: Experiment) -> None:
+        self.exp, self.rank, self.world = exp, exp.rank, exp.world
+        self.roles = roles = exp.roles
+        cfg = exp.cfg  # an actor's sizes follow from its learner's share (actor_envs, chunk_steps)
+        default_threads()
+        health_check(exp.health_timeout)  # every rank came up (this also creates the side group of later checks)
+        self.groups = RoleGroups.create(roles)  # every rank, same order
+        self.learner_rank = roles.learner_of(self.rank)
+        # A resumed run's actors need only its env step (fresh seed streams); their weights come from the learners.
+        state, counters = Checkpointing(exp, rng_slot=None).load()
+        seeds = exp.seeds(counters.env_steps if state else 0)
         # Each learner takes one chunk per round: an actor steps its learner's share of the training envs for
         # as many steps as one process would, so every env's rollout keeps its length with any number of learners.
-        num_envs = actor_envs(cfg.env.collector_env_num, self.roles.learners)
-        venv = make_vec_env(cfg.env, num_envs, env_manager(cfg), training=True)
+        venv = make_vec_env(cfg.env, actor_envs(cfg.env.collector_env_num, roles.learners), env_manager(cfg),
+                            training=True)  # fmt: skip
         try:
             # Actors never learn: no optimizer, no sync engine; their statistics stay within the actor group.
             with policy_sync_group(self.groups.actors), acting_only():
                 self.policy = build_policy(cfg, venv.single_observation_space, venv.single_action_space,
                                            device=cfg.actor_learner.actor_device)  # fmt: skip
+            seeds.seed_process(self.rank)  # every actor explores with streams of its own
+            self.collector = Collector(venv, self.policy, seeds.env_seeds("collector", self.rank, venv.num_envs))
+            default_threads(self.policy.obs_space)  # more than one only for image observations
         except BaseException:
-            venv.close()
+            close_workers(venv)
             raise
-        self.seeds.seed_process(self.rank)  # every actor explores with streams of its own
-        self.collector = Collector(venv, self.policy, self.seeds.env_seeds("collector", self.rank, venv.num_envs))
         self.steps = chunk_steps(cfg.policy.collect.n_sample, cfg.env.collector_env_num)
         self.layout = chunk_layout(self.policy, venv.single_observation_space, venv.num_envs, self.steps)
 
     # --- the loop ------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
-        al = self.cfg.actor_learner
+        al = self.exp.cfg.actor_learner
         num_envs = self.collector.num_envs
         wall_start = time.perf_counter()
         logger.info(
@@ -109,11 +91,10 @@ class ActorRun(RunSetup):
             wait_weights = weights.wait_first(timeout=resolve_timeout())  # the learners' initial weights
             while not weights.stop.is_set():
                 waited = time.perf_counter()
-                got = sender.acquire(stop=weights.stop)  # waits while every buffer is in flight: learner behind
+                slot = sender.acquire(stop=weights.stop)  # waits while every buffer is in flight: learner behind
                 wait_send += time.perf_counter() - waited
-                if got is None:
+                if slot is None:
                     break
-                slot, fields = got
                 if weights.poll():  # the newest complete version, if a newer one arrived
                     loaded_at = env_steps
                 # Exploration schedules run on global env steps: the learners' count when this version was sent,
@@ -122,15 +103,19 @@ class ActorRun(RunSetup):
                 rollout = self.collector.collect(self.steps, global_steps)
                 env_steps += self.steps * num_envs
                 returns, lengths = self.collector.pop_episodes()
-                for name, value in rollout.items():
-                    fields[name].copy_(torch.from_numpy(value))
-                meta, stats = fields["meta"], fields["stats"]
-                meta[ACTOR], meta[SEQ], meta[VERSION] = self.rank, len(versions), weights.version
-                meta[ENV_STEPS], meta[EPISODES] = env_steps, len(returns)
-                stats[RETURN_SUM], stats[LENGTH_SUM] = sum(returns), sum(lengths)
-                stats[WALL_S] = time.perf_counter() - wall_start
-                stats[WAIT_WEIGHTS_S], stats[WAIT_SEND_S] = wait_weights, wait_send
-                sender.send(slot)
+                header = ChunkHeader(
+                    actor=self.rank,
+                    seq=len(versions),
+                    version=weights.version,
+                    env_steps=env_steps,
+                    episodes=len(returns),
+                    return_sum=sum(returns),
+                    length_sum=sum(lengths),
+                    wall_s=time.perf_counter() - wall_start,
+                    wait_weights_s=wait_weights,
+                    wait_send_s=wait_send,
+                )
+                sender.send(slot, rollout, header)
                 versions.append(weights.version)
             if weights.error is not None:
                 raise ConnectionError(f"receiving weights failed: {weights.error}")
@@ -145,7 +130,7 @@ class ActorRun(RunSetup):
             logger.warning("actor rank %d stopping after %d env steps (%s)", self.rank, env_steps, why)
             raise
         finally:
-            self.close()
+            close_workers(self.collector.venv)
         wall = time.perf_counter() - wall_start
         return {
             "role": "actor",
@@ -160,5 +145,5 @@ class ActorRun(RunSetup):
             "wait_learner_s": wait_send,
             "wall_time_s": wall,
             "world_size": self.world,
-            "exp_dir": str(self.exp_dir),
+            "exp_dir": str(self.exp.exp_dir),
         }

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from ding_dist.comm import get_rank
-from ding_dist.envs.normalization import RunningObsNorm
+from ding_dist.policy.normalization import RunningObsNorm
 
 
 def _rank_data(rank: int, round_: int) -> np.ndarray:

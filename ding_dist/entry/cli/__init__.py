@@ -1,0 +1,53 @@
+"""The ``ding-dist`` command line: train, evaluate and plot.
+
+::
+
+    ding-dist train configs/cartpole_dqn_config.py                    # one process (fake link)
+    ding-dist train configs/cartpole_dqn_config.py --nproc 2          # 2 local processes via torchrun
+    torchrun --nproc_per_node 2 -m ding_dist.entry.cli train CONFIG   # same, launched by hand
+    ding-dist eval configs/cartpole_dqn_config.py --ckpt runs/cartpole_dqn/ckpt
+    ding-dist plot runs/cartpole_dqn --out curve.png
+    ding-dist plot runs/dqn_s1 runs/dqn_s2 runs/dqn_s3 --smooth 3   # seeds: mean and 95% band
+
+``--nproc N`` with N > 1 (or ``--max-restarts K`` with K > 0) hands the job to torch's own launcher
+(``torch.distributed.run``, i.e. torchrun, with ``--standalone``), which starts N copies of
+``ding-dist train`` without ``--nproc``; each copy finds torchrun's RANK/WORLD_SIZE and runs its rank.
+``dist_init`` picks gloo on CPU and nccl on GPUs. Under any launcher (torchrun, or ``srun`` with SLURM
+variables) ``ding-dist train`` only runs its own rank.
+
+Reliability (docs/reliability.md): ``--timeout`` bounds every collective (``DING_DIST_TIMEOUT``),
+``--health-timeout`` the health checks before each evaluation and checkpoint, ``--max-restarts`` lets
+torchrun restart the ranks after a failure (training continues from the newest complete checkpoint),
+``--debug`` checks every collective and compares the networks across ranks. When a rank fails, the job
+ends with a summary naming the rank that failed first, how (exit code or signal) and its error's first
+line. SIGINT ends with exit code 130, SIGTERM with 143, after every rank has stopped.
+
+Bad input (missing files, bad ``--set`` syntax, bad or negative numbers, unknown config keys, env ids
+that do not exist) ends with one line ``ding-dist: error: ...`` on stderr and exit code 2, before any
+process is started.
+
+The package: :mod:`~ding_dist.entry.cli.parser` (the arguments), :mod:`~ding_dist.entry.cli.commands` (train,
+resume, eval, config show, and ``main``), :mod:`~ding_dist.entry.cli.local_launch` (the local launcher and its
+failure summary), :mod:`~ding_dist.entry.cli.plot` and :mod:`~ding_dist.entry.cli.video` (eval's recordings),
+:mod:`~ding_dist.entry.cli.errors`. Importing it imports no torch (``ding-dist --help`` answers at once).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ding_dist.entry.cli.commands import main, resolve_checkpoint, run
+from ding_dist.entry.cli.errors import UsageError
+from ding_dist.entry.cli.parser import build_parser
+
+# load_curves and plot_curves (ding_dist.entry.cli.plot) are importable from here too, see __getattr__
+__all__ = ["build_parser", "main", "run", "UsageError", "resolve_checkpoint"]
+
+
+def __getattr__(name: str) -> Any:
+    """``load_curves`` and ``plot_curves`` live in :mod:`ding_dist.entry.cli.plot` (imported on first use)."""
+    if name in ("load_curves", "plot_curves"):
+        from ding_dist.entry.cli import plot
+
+        return getattr(plot, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,75 @@
+"""How ``ding-dist`` fails: :class:`UsageError`, the exit codes, and the one ``ding-dist: error:`` line.
+
+Bad input ends with one line ``ding-dist: error: ...`` on stderr and exit code 2; SIGINT ends with 130,
+SIGTERM with 143.
+
+Example:
+    >>> from ding_dist.entry.cli.errors import EXIT_USAGE, UsageError
+    >>> EXIT_USAGE, issubclass(UsageError, Exception)
+    (2, True)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+__all__ = [
+    "PROG",
+    "EXIT_USAGE",
+    "EXIT_SIGINT",
+    "EXIT_SIGTERM",
+    "ERROR_FILE_ENV",
+    "UsageError",
+    "error_line",
+    "first_line",
+    "record_for_launcher",
+]
+
+PROG = "ding-dist"
+EXIT_USAGE = 2
+EXIT_SIGINT = 128 + signal.SIGINT  # 130
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
+# Torchrun's elastic agent sets this in the workers; a rank's exception is written there for the summary.
+ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
+
+
+class UsageError(Exception):
+    """Bad command-line input; reported as one line on stderr with exit code 2."""
+
+
+def error_line(message: str) -> None:
+    """One ``ding-dist: error:`` line in a single write (ranks under a launcher prefix their rank).
+
+    Example:
+        >>> error_line("config file 'x.py' does not exist")  # doctest: +SKIP
+        ding-dist: error: config file 'x.py' does not exist
+    """
+    world = os.environ.get("WORLD_SIZE", "1")
+    prefix = f"[rank {os.environ.get('RANK', '?')}] " if world.isdigit() and int(world) > 1 else ""
+    sys.stderr.write(f"{prefix}{PROG}: error: {message}\n")
+    sys.stderr.flush()
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message, else its type's name.
+
+    Example:
+        >>> first_line(ValueError("bad size\\nmore")), first_line(KeyError())
+        ('bad size', 'KeyError')
+    """
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def record_for_launcher(e: BaseException) -> None:
+    """Under torchrun, write a handled error to the rank's error file so the job's summary can show it.
+
+    Example:
+        >>> record_for_launcher(UsageError("bad"))  # without TORCHELASTIC_ERROR_FILE: nothing to do
+    """
+    if os.environ.get(ERROR_FILE_ENV):
+        from torch.distributed.elastic.multiprocessing.errors import get_error_handler
+
+        get_error_handler().record_exception(e)

@@ -1,0 +1,228 @@
+"""``ding-dist train --nproc N``: N local ranks started by torch's launcher, and the summary when one fails.
+
+``--nproc N`` with N > 1 (or ``--max-restarts K`` with K > 0) hands the job to ``torch.distributed.run``
+(torchrun, ``--standalone``), which starts N copies of ``ding-dist train`` without ``--nproc``: forked from
+this process with a CPU-only torch, else fresh interpreters (``python -m ding_dist.entry.cli``). A heartbeat
+watch SIGKILLs a frozen rank. When a rank fails, the job ends with one line per failed rank, the rank that
+failed first last: how (exit code or signal) and its error's first line. SIGINT/SIGTERM stop every rank and
+end with 130/143.
+
+Example:
+    >>> from ding_dist.entry.cli.local_launch import launch_local
+    >>> from ding_dist.entry.cli import main
+    >>> launch_local(2, 0, ["train", "configs/cartpole_ppo_config.py"], main)  # doctest: +SKIP
+    0
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ding_dist.entry.cli.errors import EXIT_SIGTERM, EXIT_USAGE, PROG, UsageError
+
+__all__ = ["launch_local", "RANK_MODULE", "START_METHOD_ENV"]
+
+START_METHOD_ENV = "DING_DIST_START_METHOD"
+RANK_MODULE = "ding_dist.entry.cli"  # what a started (not forked) rank runs: python -m ding_dist.entry.cli
+
+
+def _failure_line(failure: Any) -> str:
+    """First line of a rank's recorded error ('' when the rank left none, e.g. killed by a signal)."""
+    message = failure.message
+    if isinstance(message, dict):
+        message = message.get("message", "")
+    text = str(message or "").strip()
+    if not text or text.startswith("To enable traceback"):  # torchrun's filler when there is no error file
+        return ""
+    return text.splitlines()[0]
+
+
+def _is_consequence(failure: Any) -> bool:
+    """True for a failure caused by another rank's: a lost peer, or a stop by the launcher."""
+    from ding_dist.entry.services.failures import PEER_FAILURE
+
+    text = _failure_line(failure)
+    stopped = failure.exitcode in (-signal.SIGTERM, EXIT_SIGTERM)
+    return stopped or text.startswith("DeadRankError") or bool(PEER_FAILURE.search(text))
+
+
+@dataclass
+class _KilledRank:
+    """A rank the heartbeat watch SIGKILLed, as torchrun's ``ProcessFailure`` describes a failed rank."""
+
+    pid: int
+    timestamp: int
+    signal_text: str = "SIGKILL"
+    exitcode: int = -signal.SIGKILL
+    message: str = ""
+
+    def signal_name(self) -> str:
+        return self.signal_text
+
+
+def _with_killed(failures: dict[int, Any], monitor: Any) -> dict[int, Any]:
+    """``failures`` plus the ranks the heartbeat watch killed and those that died by a signal without a word.
+    Ranks forked by torchrun's agent are reported one failure per job (the first exit it sees), which can
+    be a peer's consequence rather than the cause."""
+    failures = dict(failures)
+    if monitor is None:
+        return failures
+    latest = max((f.timestamp for f in failures.values()), default=0)
+    for rank, (pid, when) in monitor.killed.items():
+        if rank not in failures and abs(latest - when) < 60:  # this generation's kill, not an earlier restart's
+            failures[rank] = _KilledRank(pid, int(when))
+    for rank, pid in monitor.silent_deaths().items():
+        if rank not in failures:
+            failures[rank] = _KilledRank(pid, latest, signal_text="(unknown: it died without reporting)")
+    return failures
+
+
+def _report_failures(failures: dict[int, Any], nproc: int, max_restarts: int) -> int:
+    """Print one line per failed rank, the root cause (the rank that failed first) last; return the exit code.
+
+    Torchrun's timestamps have a resolution of one second, so a rank that failed *because* a peer died can
+    carry the same (or an earlier) time as the peer; such consequences rank after real causes.
+    """
+
+    def how(failure: Any) -> str:
+        return f"signal {failure.signal_name()}" if failure.exitcode < 0 else f"exit code {failure.exitcode}"
+
+    first = min(failures, key=lambda r: (_is_consequence(failures[r]), failures[r].timestamp, r))
+    for rank in sorted(failures):
+        if rank != first:
+            line = _failure_line(failures[rank]) or "its output is above"
+            print(f"{PROG}: rank {rank} of {nproc} also failed with {how(failures[rank])}: {line}", file=sys.stderr)
+    failure = failures[first]
+    after = f" after {max_restarts} restart(s)" if max_restarts else ""
+    line = _failure_line(failure) or (
+        f"pid {failure.pid}; its output is above" if failure.pid else "its output is above"
+    )
+    print(f"{PROG}: error: rank {first} of {nproc} failed with {how(failure)}{after} (first failure): {line}",
+          file=sys.stderr)  # fmt: skip
+    return EXIT_USAGE if failure.exitcode == EXIT_USAGE else 1
+
+
+class _AgentShutdownLines(logging.Filter):
+    """Drops torchrun's agent's warnings about stopping the ranks on a signal (``Received 2 death signal,
+    shutting down workers``, ``Closing process N via signal SIGINT``): the launcher says it once, in its own
+    line. Other agent lines (restarts, failures) pass."""
+
+    NOISE = ("death signal, shutting down workers", "via signal SIG")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(noise in message for noise in self.NOISE)
+
+
+def _quiet_agent_shutdown() -> None:
+    for name in ("torch.distributed.elastic.agent.server.api", "torch.distributed.elastic.multiprocessing.api"):
+        log = logging.getLogger(name)
+        if not any(isinstance(f, _AgentShutdownLines) for f in log.filters):
+            log.addFilter(_AgentShutdownLines())
+
+
+def launch_local(nproc: int, max_restarts: int, child_argv: list[str], entry: Callable[[list[str]], int]) -> int:
+    """Start ``nproc`` local ranks of ``ding-dist train`` with torch's launcher (torchrun --standalone);
+    a forked rank runs ``entry(child_argv)`` (the CLI's ``main``), a started one ``python -m`` :data:`RANK_MODULE`.
+
+    A failed rank ends the job (all ranks stopped) with a summary, or with ``max_restarts`` left, a restart
+    of all ranks. SIGTERM/SIGINT to this process stop every rank (torchrun's agent forwards the signal and
+    SIGKILLs what is left after 30 s) and return 143/130.
+    """
+    # torch's launcher is the point here, so it is imported directly rather than through ding_dist.comm.
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import get_args_parser
+    from torch.distributed.run import run as torchrun
+
+    from ding_dist.comm.heartbeat import watch_heartbeats
+
+    fork = _start_method() == "fork"
+    launcher_argv = ["--standalone", "--nnodes", "1", "--nproc-per-node", str(nproc)]
+    launcher_argv += ["--max-restarts", str(max_restarts), "--module"]
+    launcher_args = get_args_parser().parse_args([*launcher_argv, RANK_MODULE, *child_argv])
+    try:  # the heartbeat watch: a frozen rank is SIGKILLed within the grace (docs/reliability.md)
+        watch = watch_heartbeats(nproc, prefix=PROG)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    # torchrun would set this itself (with a banner); one thread per rank keeps N ranks from oversubscribing.
+    threads = os.environ.setdefault("OMP_NUM_THREADS", "1")
+    restarts = f", up to {max_restarts} restart(s)" if max_restarts else ""
+    how = "fork" if fork else "subprocess"
+    print(
+        f"{PROG}: starting {nproc} local process(es) with torch.distributed.run ({how}, OMP_NUM_THREADS={threads}"
+        f"{restarts})",
+        file=sys.stderr,
+    )
+    _quiet_agent_shutdown()
+    # torchrun's agent replaces these handlers (main thread only); put ours back when it is done.
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
+    restore = threading.current_thread() is threading.main_thread()
+    try:
+        with watch as monitor:
+            try:
+                if fork:
+                    _launch_forked(launcher_args, child_argv, entry)
+                else:
+                    torchrun(launcher_args)
+            except ChildFailedError as e:  # while the watch's store still holds the ranks' last beats
+                return _report_failures(_with_killed(e.failures, monitor), nproc, max_restarts)
+    except SignalException as e:
+        print(f"{PROG}: stopped by {e.sigval.name}; all {nproc} rank(s) were stopped", file=sys.stderr)
+        return 128 + int(e.sigval)
+    finally:
+        for sig, handler in saved.items():
+            if restore and handler is not None:
+                signal.signal(sig, handler)
+    return 0
+
+
+def _start_method() -> str:
+    """How local ranks start: ``fork`` (of this process, whose torch and ding_dist imports they inherit: 2-3 s
+    less per start on a small machine) with a CPU-only torch, else ``subprocess`` (fresh interpreters, as
+    torchrun's ``--module``): a process that asked CUDA anything must not fork. ``DING_DIST_START_METHOD``
+    overrides."""
+    method = os.environ.get(START_METHOD_ENV, "")
+    if method not in ("", "fork", "subprocess"):
+        raise UsageError(f"{START_METHOD_ENV}={method!r}: expected 'fork' or 'subprocess'")
+    if method:
+        return method
+    import torch
+
+    return "subprocess" if torch.backends.cuda.is_built() else "fork"
+
+
+def _launch_forked(launcher_args: argparse.Namespace, child_argv: list[str], entry: Callable[[list[str]], int]) -> None:
+    """Torchrun's agent (standalone rendezvous, restarts, signals) with ``_forked_rank`` as the ranks'
+    entry point, started by fork."""
+    import uuid
+
+    from torch.distributed.launcher.api import elastic_launch
+    from torch.distributed.run import config_from_args
+
+    launcher_args.rdzv_backend, launcher_args.rdzv_endpoint = "c10d", "localhost:0"  # what --standalone means
+    launcher_args.rdzv_id = str(uuid.uuid4())
+    launcher_args.start_method = "fork"
+    config, _, _ = config_from_args(launcher_args)
+    elastic_launch(config=config, entrypoint=_forked_rank)(entry, child_argv)
+
+
+def _forked_rank(entry: Callable[[list[str]], int], argv: list[str]) -> None:
+    """One rank forked by :func:`_launch_forked`: ``entry(argv)`` (torchrun's variables are in the environment);
+    a non-zero code is the process's exit code, as for a started rank."""
+    import atexit
+
+    try:
+        code = entry(argv)
+    finally:
+        atexit._run_exitfuncs()  # a forked process ends in os._exit: what the rank registered runs here
+    if code:
+        sys.exit(code)

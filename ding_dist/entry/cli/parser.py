@@ -1,0 +1,332 @@
+"""The argument parser of ``ding-dist``: sub-commands train, resume, eval, plot and config show.
+
+Building and using it imports no torch (``ding-dist --help`` answers at once). Errors are one line and exit
+with code 2; a mistyped flag gets the closest known one suggested. Train and resume share their options (a
+parent parser); ``--set`` is one block in train, resume and config show.
+
+Example:
+    >>> from ding_dist.entry.cli.parser import build_parser
+    >>> build_parser().parse_args(["resume", "runs/x", "--nproc", "2"]).resume
+    'runs/x'
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import math
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from ding_dist.config import ConfigError, parse_override
+from ding_dist.entry.cli.errors import EXIT_USAGE, PROG
+
+__all__ = ["build_parser", "EVAL_EPISODES"]
+
+EVAL_EPISODES = 10  # eval's --episodes default (the recording of --video/--gif defaults to 1 episode)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (no usage dump) and exit with code 2; an unknown flag
+    gets the closest known one suggested."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = _suggest_flag(self, message)
+        self.exit(EXIT_USAGE, f"{PROG}: error: {message}{hint} (see '{self.prog} --help')\n")
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every ``--flag`` of ``parser`` and of its sub-commands."""
+    found: set[str] = set()
+    for action in parser._actions:
+        found.update(o for o in action.option_strings if o.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _option_strings(sub)
+    return found
+
+
+def _suggest_flag(parser: argparse.ArgumentParser, message: str) -> str:
+    """``"; did you mean --nproc?"`` for ``"unrecognized arguments: --nprco 2"``, else ``""``."""
+    if not message.startswith("unrecognized arguments:"):
+        return ""
+    known = sorted(_option_strings(parser))
+    for token in message.split(":", 1)[1].split():
+        if token.startswith("--"):
+            close = difflib.get_close_matches(token.split("=", 1)[0], known, n=1, cutoff=0.6)
+            if close:
+                return f"; did you mean {close[0]}?"
+    return ""
+
+
+# --------------------------------------------------------------------------------- argument types
+class _Given(argparse.Action):
+    """Store the value and note that it was given: ``args.<dest>_given`` (eval's recordings default to 1
+    episode, the evaluation to ``--episodes``' default)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:  # fmt: skip
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_given", True)
+
+
+def _int_at_least(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text}")
+    return value
+
+
+def _seed(text: str) -> int:
+    value = _int_at_least(0)(text)
+    if value >= 2**32:
+        raise argparse.ArgumentTypeError(f"must be < 2**32, got {value}")
+    return value
+
+
+def _override(text: str) -> str:
+    try:
+        parse_override(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+TRAIN_EXAMPLES = """examples:
+  ding-dist train configs/cartpole_ppo_config.py             # one process (the fake link)
+  ding-dist train cartpole_ppo --nproc 2                      # a shipped config by name, 2 local processes
+  ding-dist train --algo ppo --env Pendulum-v1 --set policy.learn.batch_size=128
+  ding-dist train configs/cartpole_impala_config.py --actors 2 --learners 1
+  ding-dist train --resume runs/cartpole_ppo --max-env-steps 100000"""
+RESUME_EXAMPLES = """examples:
+  ding-dist resume runs/cartpole_ppo                          # on the run's own processes and roles
+  ding-dist resume runs/cartpole_ppo --max-env-steps 200000 --nproc 2
+  ding-dist resume runs/cartpole_ppo --set env.stop_value=None   # continue a run that solved its task"""
+EVAL_EXAMPLES = """examples:
+  ding-dist eval --ckpt runs/cartpole_ppo                     # the run's newest checkpoint, its own config
+  ding-dist eval --ckpt runs/cartpole_ppo/ckpt/ckpt_000016384.pt --episodes 20 --json
+  ding-dist eval --ckpt runs/cartpole_ppo --video cartpole.mp4   # one greedy episode as an MP4"""
+PLOT_EXAMPLES = """examples:
+  ding-dist plot runs/cartpole_ppo --out curve.png
+  ding-dist plot runs/ppo_s0 runs/ppo_s1 runs/ppo_s2 --smooth 3    # seeds: their mean and a 95% band
+  ding-dist plot runs --keys eval/mean_reward,train/loss --x wall_time"""
+CONFIG_EXAMPLES = """examples:
+  ding-dist config show configs/cartpole_dqn_config.py
+  ding-dist config show my_ding_config.py --set policy.learn.batch_size=64 --markdown"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``ding-dist`` (sub-commands train, resume, eval, plot, config).
+
+    Example:
+        >>> args = build_parser().parse_args(["train", "cfg.py", "--nproc", "2", "--set", "seed=3"])
+        >>> args.command, args.nproc, args.overrides
+        ('train', 2, ['seed=3'])
+    """
+    parser = _Parser(prog=PROG, description="Train, evaluate and plot ding_dist RL runs.", allow_abbrev=False)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{train,resume,eval,plot,config}", parser_class=_Parser
+    )
+    run = _run_options()
+    train = _command(sub, "train", "train from a config file", TRAIN_EXAMPLES, parents=[run])
+    train.add_argument(
+        "config",
+        nargs="?",
+        default=None,
+        help="Python config file defining main_config (and create_config); with --resume: the run's saved one",
+    )
+    train.add_argument("--algo", default=None, help="train this policy (dqn, ppo, sac, ...) without a config file")
+    train.add_argument("--env", default=None, help="with --algo: the gymnasium env id (tuned values for shipped envs)")
+    train.add_argument("--exp-dir", default=None, help="experiment folder (default: runs/<exp_name>)")
+    train.add_argument("--resume", metavar="EXP_DIR", default=None, help="continue the run saved in EXP_DIR")
+    resume = _command(sub, "resume", "continue a run (train --resume EXP_DIR)", RESUME_EXAMPLES, parents=[run])
+    resume.add_argument("resume", metavar="EXP_DIR", help="the run's experiment folder")
+    resume.add_argument(
+        "--config", default=None, help="another config file to continue with (default: the run's own saved one)"
+    )
+    _add_eval(_command(sub, "eval", "evaluate a checkpoint", EVAL_EXAMPLES))
+    _add_plot(_command(sub, "plot", "learning-curve PNG from runs' logs", PLOT_EXAMPLES))
+
+    config = _command(sub, "config", "inspect a config file", CONFIG_EXAMPLES)
+    config_sub = config.add_subparsers(dest="config_command", required=True, metavar="{show}", parser_class=_Parser)
+    show = config_sub.add_parser(
+        "show", help="every key of the resolved config: value, type, default, meaning", allow_abbrev=False
+    )
+    show.add_argument("config", help="Python config file defining main_config (and create_config)")
+    _add_overrides(show, "config overrides, as for train")
+    show.add_argument("--markdown", action="store_true", help="a markdown table (key, default, meaning)")
+    return parser
+
+
+def _command(
+    sub: Any, name: str, help: str, epilog: str, parents: Sequence[argparse.ArgumentParser] = ()
+) -> argparse.ArgumentParser:
+    """A sub-command's parser: no abbreviated flags, its examples after the options as written."""
+    return sub.add_parser(name, parents=list(parents), help=help, allow_abbrev=False, epilog=epilog,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+
+
+def _add_overrides(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--set KEY=VALUE ...``, checked as it is parsed (its own help line in each command)."""
+    parser.add_argument("--set", dest="overrides", metavar="KEY=VALUE", type=_override, nargs="+", action="extend",
+                        default=[], help=help)  # fmt: skip
+
+
+def _run_options() -> argparse.ArgumentParser:
+    """The options of a training run, shared by train and resume (a parent parser)."""
+    shared = _Parser(add_help=False, allow_abbrev=False)
+    shared.add_argument(
+        "--nproc",
+        type=_int_at_least(1),
+        default=None,
+        help="local processes; > 1 starts them with torchrun (ignored when already under a launcher); default 1, "
+        "with --resume the run's own world size and roles",
+    )
+    shared.add_argument(
+        "--actors",
+        metavar="N",
+        type=_int_at_least(1),
+        default=None,
+        help="actor-learner mode: N processes that only collect (sets actor_learner.actors; the world is N + M)",
+    )
+    shared.add_argument(
+        "--learners",
+        metavar="M",
+        type=_int_at_least(1),
+        default=None,
+        help="with --actors: M learner processes that synchronize gradients among themselves (default 1)",
+    )
+    shared.add_argument("--seed", type=_seed, default=None, help="random seed (default: the config's, else 0)")
+    _add_overrides(shared, "config overrides, e.g. --set policy.learn.batch_size=64 env.collector_env_num=4")
+    shared.add_argument(
+        "--max-env-steps",
+        type=_int_at_least(1),
+        default=None,
+        help="stop after N env steps",
+    )
+    shared.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=None,
+        help="collective timeout of every rank: a rank that waits longer on a peer fails (sets DING_DIST_TIMEOUT; "
+        "default: $DING_DIST_TIMEOUT or 1800)",
+    )
+    shared.add_argument(
+        "--health-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=60.0,
+        help="bound of the health check of all ranks before each evaluation and checkpoint (default 60)",
+    )
+    shared.add_argument(
+        "--max-restarts",
+        metavar="K",
+        type=_int_at_least(0),
+        default=0,
+        help="restart all ranks up to K times after a failure, continuing from the newest complete checkpoint "
+        "(runs under torchrun, also with --nproc 1)",
+    )
+    shared.add_argument(
+        "--debug",
+        action="store_true",
+        help="check every collective for mismatches across ranks and compare the networks every "
+        "100 train iterations and at each checkpoint (sets DING_DIST_DEBUG=1; slower)",
+    )
+    shared.add_argument(
+        "--track",
+        action="store_true",
+        help="also log to Weights & Biases (wandb.init with sync_tensorboard, on the logging rank; offline "
+        "unless WANDB_MODE or WANDB_API_KEY is set; needs: pip install -e .[wandb])",
+    )
+    return shared
+
+
+def _add_eval(ev: argparse.ArgumentParser) -> None:
+    ev.add_argument(
+        "config",
+        nargs="?",
+        default=None,
+        help="the config file the checkpoint was trained with (default: the run's own saved config)",
+    )
+    ev.add_argument("--ckpt", required=True, help="checkpoint file, or a folder: its newest complete checkpoint")
+    ev.add_argument(
+        "--episodes",
+        type=_int_at_least(1),
+        default=EVAL_EPISODES,
+        action=_Given,
+        metavar="K",
+        help=f"evaluation episodes (default {EVAL_EPISODES}); with --video/--gif also the episodes recorded, "
+        "back to back in the one file (default: 1 recorded)",
+    )
+    ev.add_argument("--seed", type=_seed, default=0, help="evaluation seed (default 0)")
+    ev.add_argument("--json", action="store_true", help="print one JSON object with every episode's return and length")
+    for flag, suffix, kind in (("--video", "mp4", "H.264"), ("--gif", "gif", "animated")):
+        ev.add_argument(
+            flag,
+            metavar=f"OUT.{suffix}",
+            default=None,
+            help=f"also write OUT.{suffix} ({kind}): 1 greedy episode, or K back to back with --episodes K; "
+            'needs the render extra: pip install -e ".[render]"',
+        )
+
+
+def _add_plot(plot: argparse.ArgumentParser) -> None:
+    plot.add_argument(
+        "exp_dirs",
+        nargs="+",
+        metavar="EXP_DIR",
+        help="one or more experiment folders, or folders of them (the runs one or two levels down)",
+    )
+    plot.add_argument("--out", default=None, help="PNG path (default: <first EXP_DIR>/learning_curve.png)")
+    plot.add_argument(
+        "--keys",
+        metavar="KEY[,KEY]",
+        default=None,
+        help="logged metrics to plot, one panel each (default eval/mean_reward, else rollout/ep_rew_mean)",
+    )
+    plot.add_argument(
+        "--smooth",
+        metavar="W",
+        type=_int_at_least(1),
+        default=1,
+        help="trailing moving average over the last W logged points of each run (default 1: none)",
+    )
+    plot.add_argument(
+        "--x",
+        choices=("env_steps", "wall_time"),
+        default="env_steps",
+        help="x axis: env steps (default) or wall time, seconds since the run's first record",
+    )
+    plot.add_argument(
+        "--no-group",
+        action="store_true",
+        help="one line per run; by default runs that differ only in seed are one line: their mean and a 95%% "
+        "confidence band (Student t over the seeds)",
+    )
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("ding_dist")
+    except Exception:  # not installed as a distribution (e.g. run from a source tree)
+        return "unknown"

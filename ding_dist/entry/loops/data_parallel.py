@@ -1,0 +1,241 @@
+"""The data-parallel loop: every rank collects and learns; the sync engine averages the gradients.
+
+With N ranks, each rank steps ``collector_env_num / N`` envs with its own seeds for the same horizon as one
+process, keeps its own replay buffer, and learns on ``batch_size / N`` samples per update, so every rank applies
+the same update. Every decision that changes the control flow (learn or not, evaluate, checkpoint, stop) is taken
+from global counters that each rank computes identically (each rank collects the same number of steps per
+iteration), so all ranks enter the same collectives in the same order. Collectives per iteration: none, except
+one packed allreduce per log call, one broadcast per evaluation and one object allgather per checkpoint (RNG
+states of all ranks), each evaluation and checkpoint preceded by a health check (a monitored barrier bounded by
+``health_timeout``). With ``policy.collect.preempt`` (PPO) a straggler's rollout may be cut short
+(:class:`~ding_dist.worker.collector.RolloutPreemption`); one small allreduce per iteration then shares the
+ranks' rollout lengths, and the global env steps are their sum. In debug mode (``DING_DIST_DEBUG=1``) the trained
+networks are compared across ranks every ``DEBUG_CHECK_EVERY`` (100) train iterations and at each checkpoint.
+
+The loop composes the services it uses (:mod:`~ding_dist.entry.services`): checkpointing with resume, metrics,
+evaluation, and the guarded context every loop runs in.
+
+Example::
+
+    with Experiment.open(load_config("configs/cartpole_dqn_config.py"), max_env_steps=20_000) as exp:
+        result = DataParallelLoop(exp).run()
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from ding_dist.comm import allreduce, comm_device, debug_enabled, health_check
+from ding_dist.config.split import split_config
+from ding_dist.entry.experiment import (
+    Experiment,
+    build_policy,
+    default_threads,
+    env_manager,
+    make_replay_buffer,
+    replay_capacity,
+)
+from ding_dist.entry.services.checkpointing import Checkpointing
+from ding_dist.entry.services.evaluation import Evaluation
+from ding_dist.entry.services.failures import DEBUG_CHECK_EVERY, close_workers, consistency_check, guarded
+from ding_dist.entry.services.metrics import Metrics
+from ding_dist.entry.services.run_folder import save_run_config, write_result
+from ding_dist.envs import make_vec_env
+from ding_dist.utils import progress_bar, shown_path
+from ding_dist.worker import Collector, Evaluator, Learner, reduce_log
+from ding_dist.worker.collector import RolloutPreemption
+
+__all__ = ["DataParallelLoop"]
+
+logger = logging.getLogger(__name__)
+
+
+class DataParallelLoop:
+    """A data-parallel run of an :class:`~ding_dist.entry.experiment.Experiment`: its parts in the constructor,
+    the loop in :meth:`run`."""
+
+    def __init__(self, exp: Experiment) -> None:
+        self.exp, self.rank, self.world = exp, exp.rank, exp.world
+        self.cfg = cfg = split_config(exp.cfg, exp.world)  # per-rank batch_size, n_sample and collector envs
+        default_threads()
+        health_check(exp.health_timeout)  # every rank came up (this also creates the side group of later checks)
+        self.ckpt = Checkpointing(exp, rng_slot=(self.rank, self.world), extra={"world_size": self.world})
+        state, self.counters = self.ckpt.load()
+        seeds = exp.seeds(self.counters.env_steps if state else 0)
+        self.buffer = None
+        manager, venv, eval_venv = env_manager(cfg), None, None
+        try:
+            # Every env first: an async env manager forks its workers, which must not inherit a CUDA context.
+            venv = make_vec_env(cfg.env, cfg.env.collector_env_num, manager, training=True)
+            eval_venv = make_vec_env(cfg.env, cfg.env.evaluator_env_num, manager) if self.rank == 0 else None
+            self.policy = build_policy(cfg, venv.single_observation_space, venv.single_action_space)
+            seeds.seed_process(self.rank)  # exploration differs across ranks, seeds and segments
+            self.collector = Collector(venv, self.policy, seeds.env_seeds("collector", self.rank, venv.num_envs))
+            eval_seeds = seeds.env_seeds("evaluator", self.rank, cfg.env.evaluator_env_num)
+            self.evaluator = Evaluator(eval_venv, self.policy, cfg.env.n_evaluator_episode, eval_seeds,
+                                       cfg.env.stop_value)  # fmt: skip
+            self.learner = Learner(self.policy)
+            if not exp.on_policy:
+                space = venv.single_observation_space, venv.single_action_space
+                self.buffer = make_replay_buffer(cfg, *space, venv.num_envs, replay_capacity(cfg, self.world),
+                                                 seeds.integer("replay", self.rank))  # fmt: skip
+            default_threads(self.policy.obs_space)  # more than one only for image observations
+            if state is not None:
+                self.ckpt.restore(state, self.policy, self.buffer, self.counters)
+        except BaseException:  # e.g. SIGTERM while the envs start: close what is open, no orphans
+            close_workers(venv, eval_venv)
+            raise
+        if self.rank == 0:  # after the checkpoint was found to fit: a failed resume leaves the folder as it was
+            save_run_config(exp.cfg, exp.exp_dir, continuing=state is not None)  # a changed one: a new file
+        self.metrics = Metrics(exp, self.policy, self.counters, resumed=state is not None)
+        self.evaluate = Evaluation(self.evaluator, self.counters, self.metrics, health_timeout=exp.health_timeout)
+        self.preemption: RolloutPreemption | None = None
+        pc = cfg.policy.collect
+        if exp.on_policy and pc.get("preempt", False) and self.world > 1:
+            self.preemption = RolloutPreemption(pc.preempt_fraction, pc.preempt_min_share)
+
+    def rank_samples(self, local: int) -> np.ndarray:
+        """Every rank's number of collected transitions (one allreduce of a one-hot vector)."""
+        counts = torch.zeros(self.world, dtype=torch.int64)
+        counts[self.rank] = local
+        counts = counts.to(comm_device(like=counts))
+        allreduce(counts, op="sum")
+        return counts.cpu().numpy()
+
+    def _updates_due(self, env_steps: int, n_sample: int) -> int:
+        """Updates for ``env_steps`` new global env steps: ``update_per_collect`` per ``n_sample`` steps,
+        exact over the run (a remainder carries over), so the update-to-data ratio does not depend on how
+        many ranks or envs round an iteration up."""
+        c = self.counters
+        c.update_credit += self.cfg.policy.learn.update_per_collect * env_steps
+        due, c.update_credit = divmod(c.update_credit, n_sample)
+        return due
+
+    def log(self, env_step_delta: int, wall_start: float, steps_at_start: int, global_delta: int | None = None) -> None:
+        """One packed allreduce: episode sums across ranks and learner statistics averaged, then one record.
+
+        ``env_step_delta``: this rank's env steps since the last record; ``global_delta``: all ranks' (default
+        ``env_step_delta * world``: every rank collected as many; under rollout preemption they differ).
+        """
+        returns, lengths = self.collector.pop_episodes()
+        sums = {
+            "episodes": len(returns),
+            "ep_return_sum": sum(returns),
+            "ep_length_sum": sum(lengths),
+            "env_steps": env_step_delta,
+        }
+        out = reduce_log(sums, self.learner.pop_stats())
+        expected = env_step_delta * self.world if global_delta is None else global_delta
+        if int(out.pop("env_steps")) != expected:
+            raise RuntimeError("ranks collected different numbers of env steps; their control flow diverged")
+        self.metrics.record(self.metrics.common_values(out, wall_start, steps_at_start))
+
+    def checkpoint(self) -> None:
+        before = (lambda: consistency_check(self.policy)) if debug_enabled() else None
+        self.ckpt.save(self.policy, self.counters, self.buffer, time.perf_counter() - self.wall_start, before)
+
+    def close(self) -> None:
+        try:
+            self.metrics.close()
+        finally:
+            close_workers(self.collector.venv, self.evaluator.venv)
+
+    # --- the loop ------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        cfg, c, exp = self.cfg, self.counters, self.exp
+        p = cfg.policy
+        self.wall_start = wall_start = time.perf_counter()
+        steps_at_start = c.env_steps
+        n_vec = max(1, math.ceil(p.collect.n_sample / self.collector.num_envs))
+        local_per_iter = n_vec * self.collector.num_envs
+        global_per_iter = local_per_iter * self.world
+        eval_freq, log_freq, ckpt_freq = p.eval.eval_freq, p.other.log_freq, p.other.checkpoint.freq
+        learning_starts = p.learn.get("learning_starts", 0)
+        n_sample_global = p.collect.n_sample * self.world  # split_config divided the global n_sample by N
+        logger.info(
+            "%s: %d rank(s) x %d envs, %d global env steps per iteration, policy on %s, exp dir %s",
+            cfg.exp_name,
+            self.world,
+            self.collector.num_envs,
+            global_per_iter,
+            self.policy.device,
+            shown_path(exp.exp_dir),
+        )
+        if self.preemption is not None:
+            logger.info(
+                "rollout preemption: once %.0f%% of the ranks finished a rollout, the others stop after at least "
+                "%.0f%% of theirs (policy.collect.preempt_fraction, preempt_min_share)",
+                100 * p.collect.preempt_fraction,
+                100 * p.collect.preempt_min_share,
+            )
+        if self.metrics.averaging:
+            logger.info(
+                "%s lets ranks' weights differ between averagings: evaluation and checkpoints use rank 0's "
+                "weights, and the logs report the drift between ranks (sync/weight_drift)",
+                cfg.policy.sync.algorithm,
+            )
+        if self.buffer is not None and global_per_iter != n_sample_global:
+            logger.info(
+                "collect.n_sample=%d global env steps rounds up to %d per iteration (whole vector steps of %d envs "
+                "x %d ranks); updates follow the env steps: update_per_collect=%d per %d env steps, exactly",
+                n_sample_global,
+                global_per_iter,
+                self.collector.num_envs,
+                self.world,
+                p.learn.update_per_collect,
+                n_sample_global,
+            )
+
+        bar = progress_bar(exp.max_env_steps, desc="env steps", initial=c.env_steps)
+        stopped_by, log_pending, log_pending_global = "max_env_steps", 0, 0
+        debug = debug_enabled()
+        with guarded(rank=self.rank, world=self.world, health_timeout=exp.health_timeout,
+                     where=lambda: f"env step {c.env_steps}", newest=self.ckpt.newest,
+                     close=lambda: (bar.close(), self.close())):  # fmt: skip
+            while exp.max_env_steps is None or c.env_steps < exp.max_env_steps:
+                rollout = self.collector.collect(n_vec, c.env_steps, self.preemption)
+                collected, global_collected = local_per_iter, global_per_iter
+                if self.preemption is not None:  # stragglers may have been cut short: count what was collected
+                    collected = len(rollout["reward"]) * self.collector.num_envs
+                    rollout["rank_samples"] = self.rank_samples(collected)
+                    global_collected = int(rollout["rank_samples"].sum())
+                before, c.env_steps = c.env_steps, c.env_steps + global_collected
+                log_pending += collected
+                log_pending_global += global_collected
+                iters_before = self.policy.train_iter
+                if self.buffer is None:
+                    self.learner.train_rollout(rollout)
+                else:
+                    self.buffer.extend(rollout)
+                    if c.env_steps >= learning_starts:
+                        n_updates = self._updates_due(global_per_iter, n_sample_global)
+                        self.learner.train_replay(self.buffer, n_updates, p.learn.batch_size)
+                if debug and self.policy.train_iter // DEBUG_CHECK_EVERY > iters_before // DEBUG_CHECK_EVERY:
+                    consistency_check(self.policy)
+
+                def crossed(freq: int, before: int = before) -> bool:
+                    return freq > 0 and c.env_steps // freq > before // freq
+
+                if crossed(log_freq):
+                    self.log(log_pending, wall_start, steps_at_start, log_pending_global)
+                    log_pending = log_pending_global = 0
+                stop = crossed(eval_freq) and self.evaluate()
+                if crossed(ckpt_freq):
+                    self.checkpoint()
+                bar.update(global_collected)
+                fps = (c.env_steps - steps_at_start) / max(time.perf_counter() - wall_start, 1e-9)
+                bar.set_postfix(fps=f"{fps:.0f}", eval=f"{c.last_eval:.1f}" if c.last_eval is not None else "-")
+                if stop:
+                    stopped_by = "stop_value"
+                    break
+            if log_pending_global:  # whatever stopped the run, its last episodes and updates are logged
+                self.log(log_pending, wall_start, steps_at_start, log_pending_global)
+            stopped_by = self.evaluate.at_end(stopped_by)
+            self.checkpoint()
+        return write_result(exp, self.policy, c, stopped_by, time.perf_counter() - wall_start)

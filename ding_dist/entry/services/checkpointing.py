@@ -1,0 +1,239 @@
+"""Checkpoints of a run and resuming from them, for the ranks that learn.
+
+Saving: a health check, each learning rank's replay file (if configured), then rank 0's checkpoint file (policy,
+its type, counters, the run's ``max_env_steps``, every learning rank's RNG state, the world it came from),
+written atomically. Resuming: rank 0 picks one file and every rank loads that same file (no rank can see a
+different newest one). With ``resume=EXP_DIR`` it is the newest loadable checkpoint of ``EXP_DIR/ckpt``; in
+workers restarted by torchrun (``TORCHELASTIC_RESTART_COUNT > 0``) the newest complete checkpoint of the run's
+own folder wins. :func:`load_policy_state` loads one into a policy or says in one line why it cannot.
+
+Example::
+
+    ckpt = Checkpointing(exp, rng_slot=(rank, world))
+    state = ckpt.load()                       # None: a fresh start
+    ... build the policy ...
+    if state is not None:
+        ckpt.restore(state, policy, buffer)
+    ckpt.save(policy, counters, buffer)       # on every rank that learns, at the same env step
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ding_dist.comm import allgather_object, broadcast_object, health_check
+from ding_dist.entry.experiment import Experiment
+from ding_dist.entry.services.counters import Counters
+from ding_dist.entry.services.run_folder import find_run_config
+from ding_dist.utils import (
+    CheckpointError,
+    CheckpointManager,
+    capture_rng_state,
+    load_checkpoint,
+    restore_rng_state,
+    save_checkpoint,
+)
+
+__all__ = ["Checkpointing", "load_policy_state"]
+
+logger = logging.getLogger(__name__)
+
+
+def load_policy_state(policy: Any, state: Mapping[str, Any], path: str | os.PathLike, policy_type: str) -> None:
+    """Load a checkpoint's policy state into ``policy`` (of type ``policy_type``), or raise ``CheckpointError``
+    in one line: the checkpoint was trained by another policy type (stored since checkpoints record it), or
+    its networks do not fit (another policy or network size, for older checkpoints too).
+
+    Example::
+
+        load_policy_state(policy, load_checkpoint(path), path, cfg.create_config.policy.type)
+    """
+    trained = state.get("policy_type")
+    if trained is not None and trained != policy_type:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} was trained by policy {trained!r}, the config asks for {policy_type!r}"
+        )
+    try:
+        policy.load_state_dict(state["policy"])
+    except (KeyError, RuntimeError, ValueError, TypeError) as e:  # another policy, model size or optimizer
+        trained = trained or _run_policy_type(path)  # older checkpoints: the type their run's config names
+        if trained is not None and trained != policy_type:
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} was trained by policy {trained!r} (its run's config), the config asks "
+                f"for {policy_type!r}"
+            ) from e
+        why = " ".join(str(e).split()) or type(e).__name__
+        why = why if len(why) <= 300 else why[:297] + "..."
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} does not fit this config's policy {policy_type!r}: {why}"
+        ) from e
+
+
+def _run_policy_type(path: str | os.PathLike) -> str | None:
+    """``create_config.policy.type`` of the saved config of the run a checkpoint file lies in, or None."""
+    from ding_dist.config import read_config
+
+    try:
+        found = find_run_config(path)
+        return None if found is None else read_config(found)[1].get("policy", {}).get("type")
+    except Exception:  # no readable config: nothing to name
+        return None
+
+
+class Checkpointing:
+    """A run's checkpoints: choosing and loading the one it resumes from, restoring it, saving new ones.
+
+    ``rng_slot`` is ``(index, count)``: this rank's entry among the RNG states a checkpoint holds and how many a
+    run like this one writes (None: this rank restores no RNG state, e.g. an actor). ``group`` holds the ranks
+    that learn (health checks and the RNG allgather run in it); ``extra`` goes into every checkpoint file.
+    """
+
+    def __init__(
+        self,
+        exp: Experiment,
+        *,
+        rng_slot: tuple[int, int] | None,
+        group: Any = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.exp, self.rng_slot, self.group = exp, rng_slot, group
+        self.extra = dict(extra or {})
+        self.manager = CheckpointManager(exp.exp_dir / "ckpt", keep_last=exp.cfg.policy.other.checkpoint.keep_last)
+        self.path: Path | None = None  # the checkpoint this segment continues from
+        self._replay_saved_at: int | None = None
+
+    # --- resuming -------------------------------------------------------------------------------------
+    def _choose(self) -> tuple[str | None, str | None]:
+        """(checkpoint to continue from or None, error or None); rank 0 decides for everyone."""
+        exp = self.exp
+        if exp.restarts > 0:
+            newest = self.manager.latest(move_aside=True)
+            if newest is not None:
+                logger.warning("restart %d: continuing from %s", exp.restarts, newest)
+                return str(newest), None
+            if exp.resume is None:
+                logger.warning("restart %d: no complete checkpoint in %s, starting over", exp.restarts,
+                               self.manager.directory)  # fmt: skip
+                return None, None
+        if exp.resume is None:
+            return None, None
+        newest = CheckpointManager(exp.resume / "ckpt").latest(move_aside=True)
+        if newest is None:
+            return None, f"resume={str(exp.resume)!r}: no loadable checkpoint in {exp.resume / 'ckpt'}"
+        return str(newest), None
+
+    def load(self) -> tuple[dict | None, Counters]:
+        """The checkpoint this segment continues from and its counters (``(None, Counters())``: a fresh start).
+        Raises ``FileNotFoundError`` (resume without a checkpoint) or ``CheckpointError`` (not a run's)."""
+        choice = self._choose() if self.exp.rank == 0 else None
+        path, error = broadcast_object(choice)
+        if error is not None:
+            raise FileNotFoundError(error)
+        if path is None:
+            return None, Counters()
+        self.path = Path(path)
+        state = load_checkpoint(self.path)
+        try:
+            counters = Counters.from_state(state["counters"])
+        except (KeyError, TypeError) as e:
+            raise CheckpointError(
+                f"checkpoint {path!r} has no training counters ({e!r}); not a pipeline checkpoint"
+            ) from e
+        return state, counters
+
+    def restore(self, state: dict, policy: Any, buffer: Any, counters: Counters) -> None:
+        """The policy, this rank's RNG state and replay buffer (when the checkpoint's world matches) from ``state``."""
+        load_policy_state(policy, state, self.path, self.exp.policy_type)
+        slot = self.rng_slot
+        same_world = slot is not None and len(state["rng"]) == slot[1]
+        if same_world:
+            restore_rng_state(state["rng"][slot[0]])
+        elif slot is not None:
+            logger.warning(
+                "checkpoint was written by %d ranks, running %d: RNGs and replay buffers start fresh",
+                len(state["rng"]),
+                slot[1],
+            )
+        if buffer is not None and same_world:
+            self._restore_replay(buffer, counters.env_steps)
+        logger.info("resumed at env step %d, train iter %d", counters.env_steps, policy.train_iter)
+
+    def _replay_path(self, ckpt_dir: Path, previous: bool = False) -> Path:
+        return ckpt_dir / f"replay_rank{self.exp.rank}{'.prev' if previous else ''}.pt"
+
+    def _restore_replay(self, buffer: Any, env_steps: int) -> None:
+        """Load this rank's replay file of the checkpoint's env step (the newest file or the previous one)."""
+        ckpt_dir = self.path.parent
+        found = []
+        for path in (self._replay_path(ckpt_dir), self._replay_path(ckpt_dir, previous=True)):
+            if not path.is_file():
+                continue
+            try:
+                saved = load_checkpoint(path)
+            except CheckpointError as e:
+                logger.warning("skipping unusable replay buffer file: %s", e)
+                continue
+            if saved.get("env_steps") == env_steps:
+                buffer.load_state_dict(saved["buffer"])
+                logger.info("replay buffer restored from %s (%d transitions)", path, len(buffer))
+                return
+            found.append(f"{path.name} (env step {saved.get('env_steps')})")
+        if found or self._saves_replay:
+            logger.warning(
+                "no replay buffer file of env step %d in %s (found: %s): the buffer starts empty",
+                env_steps,
+                ckpt_dir,
+                ", ".join(found) or "none",
+            )
+
+    # --- saving ---------------------------------------------------------------------------------------
+    @property
+    def _saves_replay(self) -> bool:
+        return bool(self.exp.cfg.policy.other.replay_buffer.get("save_in_checkpoint", False))
+
+    def save(
+        self,
+        policy: Any,
+        counters: Counters,
+        buffer: Any = None,
+        segment_s: float = 0.0,
+        before: Callable[[], None] | None = None,
+    ) -> None:
+        """Health check (then ``before``, e.g. the debug mode's consistency check), each rank's replay file (if
+        configured), then rank 0's checkpoint file. ``segment_s``: this segment's training time so far.
+
+        The RNG allgather sits between the two, so it doubles as a barrier: when ``ckpt_<step>.pt`` exists,
+        every rank's replay file of that step is complete. A rank keeps its previous replay file as
+        ``replay_rank<r>.prev.pt`` until the new one is written, so a crash in between still leaves the
+        replay file that matches the newest complete checkpoint.
+        """
+        health_check(self.exp.health_timeout, group=self.group)
+        if before is not None:
+            before()
+        rng = capture_rng_state()
+        c = counters
+        if buffer is not None and self._saves_replay:
+            current = self._replay_path(self.manager.directory)
+            if current.is_file() and self._replay_saved_at != c.env_steps:  # a second save of a step replaces
+                os.replace(current, self._replay_path(self.manager.directory, previous=True))
+            save_checkpoint({"env_steps": c.env_steps, "buffer": buffer.state_dict()}, current)
+            self._replay_saved_at = c.env_steps
+        rng_states = allgather_object(rng, group=self.group)  # every rank's RNG, so resume restores each
+        if self.exp.rank == 0:
+            state = {
+                "policy": policy.state_dict(),
+                "policy_type": self.exp.policy_type,
+                "max_env_steps": self.exp.max_env_steps,
+                "counters": {**c.state(), "wall_time_s": c.wall_time_s + segment_s},
+                "rng": rng_states,
+                **self.extra,
+            }
+            self.manager.save(state, c.env_steps)
+
+    def newest(self) -> Path | None:
+        """The newest complete checkpoint of the run's folder (None: none yet)."""
+        return self.manager.latest()

@@ -1,0 +1,99 @@
+"""A run's metric records: the TensorBoard/JSON-lines writer of the ranks that learn and the values every loop
+logs.
+
+Keys every loop writes (:meth:`Metrics.common_values`): ``rollout/ep_rew_mean``, ``rollout/ep_len_mean``,
+``rollout/episodes``, ``time/fps``, ``time/env_steps``, ``time/train_iters``, ``train/learning_rate``
+(``train/learning_rate_<x>`` per ``<x>_optimizer``), ``train/epsilon`` (DQN) and ``sync/weight_drift`` under a
+weight-averaging algorithm; the loops add their own (``train/<name>`` of the learner's statistics, the
+actor-learner view of :mod:`~ding_dist.entry.loops.learner`).
+
+Example::
+
+    metrics = Metrics(exp, policy, counters, resumed=False)
+    metrics.record(metrics.common_values(out, wall_start, steps_at_start))   # rank 0 writes it
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ding_dist.entry.experiment import Experiment
+from ding_dist.entry.services.counters import Counters
+from ding_dist.sync import DistributedModel, weight_drift
+from ding_dist.utils import MetricWriter
+
+__all__ = ["Metrics", "weight_averaging_models"]
+
+
+def weight_averaging_models(policy: Any) -> list[DistributedModel]:
+    """The policy's distributed networks whose algorithm lets ranks' weights differ between averagings
+    (decentralized, async, local SGD): evaluation and checkpoints then use rank 0's weights.
+
+    Example::
+
+        if weight_averaging_models(policy): ...  # the ranks' networks may differ
+    """
+    return [m for m in vars(policy).values() if isinstance(m, DistributedModel) and m.averages_weights]
+
+
+class Metrics:
+    """The writer of a run (``<exp_dir>/tb``; only rank 0's writes files) and its shared values.
+
+    Records up to the checkpoint a run ``resumed`` from belong to the restored state; later ones are dropped. A
+    restart that found no checkpoint starts over, so the failed attempt's records go too. The resolved config
+    goes to TensorBoard once per start (text and hparams); ``--track`` starts W&B there.
+    """
+
+    def __init__(self, exp: Experiment, policy: Any, counters: Counters, resumed: bool) -> None:
+        self.policy, self.counters = policy, counters
+        purge = counters.env_steps + 1 if resumed else (0 if exp.restarts else None)
+        self.writer = MetricWriter(exp.exp_dir / "tb", purge_step=purge, config=exp.cfg)
+        self.averaging = weight_averaging_models(policy)
+
+    def record(self, values: dict[str, Any]) -> None:
+        """One record at the run's current env step."""
+        self.writer.scalars(values, step=self.counters.env_steps)
+
+    def common_values(self, out: dict[str, Any], wall_start: float, steps_at_start: int) -> dict[str, Any]:
+        """The record shared by every loop, from ``reduce_log``'s output (its episode sums are taken out and
+        counted)."""
+        episodes = int(out.pop("episodes"))
+        ret_sum, len_sum = out.pop("ep_return_sum"), out.pop("ep_length_sum")
+        c = self.counters
+        c.episodes += episodes
+        values = dict(out)
+        if episodes:
+            values.update({"rollout/ep_rew_mean": ret_sum / episodes, "rollout/ep_len_mean": len_sum / episodes})
+        elapsed = max(time.perf_counter() - wall_start, 1e-9)
+        values.update(
+            {
+                "rollout/episodes": c.episodes,
+                "time/fps": (c.env_steps - steps_at_start) / elapsed,
+                "time/env_steps": c.env_steps,
+                "time/train_iters": self.policy.train_iter,
+            }
+        )
+        values.update(self.schedule_values())
+        if self.averaging:  # ranks' weights differ between averagings by design: report how far apart they are
+            values["sync/weight_drift"] = max(weight_drift(m) for m in self.averaging)
+        return values
+
+    def schedule_values(self) -> dict[str, float]:
+        """The policy's current learning rate(s) and, for DQN, exploration epsilon (the same on every rank).
+
+        ``train/learning_rate`` for an optimizer attribute named ``optimizer``, ``train/learning_rate_<x>``
+        for one named ``<x>_optimizer`` (SAC: actor, critic, alpha); the policy's own schedules at the current env
+        step (``Policy.schedule_values``: DQN's ``train/epsilon``).
+        """
+        values: dict[str, float] = {}
+        for name, obj in sorted(vars(self.policy).items()):
+            groups = getattr(obj, "param_groups", None)
+            if isinstance(groups, list) and groups and isinstance(groups[0], dict) and "lr" in groups[0]:
+                suffix = "" if name == "optimizer" else "_" + name.removesuffix("_optimizer")
+                values[f"train/learning_rate{suffix}"] = float(groups[0]["lr"])
+        values.update(self.policy.schedule_values(self.counters.env_steps))
+        return values
+
+    def close(self) -> None:
+        self.writer.close()

@@ -1,0 +1,182 @@
+"""The run folder's config files: ``config.py``, the ``config_resume<N>.py`` of later segments, and whether a
+run is already done.
+
+``config.py`` is written at the start; a resume whose resolved config differs (another CONFIG, ``--set``,
+``--seed``) logs a unified diff and saves the new one as ``config_resume<N>.py``, never over an older file.
+:func:`run_config` is the newest of them: the default CONFIG of resume and eval.
+
+Example::
+
+    save_run_config(cfg, "runs/cartpole_dqn", continuing=False)   # runs/cartpole_dqn/config.py
+    run_config("runs/cartpole_dqn")                                 # that file, the newest config of the run
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import math
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ding_dist.config import save_config
+from ding_dist.entry.experiment import Experiment, load_config
+from ding_dist.entry.services.counters import Counters
+from ding_dist.utils import atomic_write_json
+
+__all__ = ["CONFIG_FILE", "done_message", "find_run_config", "run_config", "save_run_config", "write_result"]
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.py"
+_RESUME_CONFIG = re.compile(r"^config_resume(\d+)\.py$")
+
+
+def _resume_configs(exp_dir: Path) -> list[tuple[int, Path]]:
+    """``(N, path)`` of the run's ``config_resume<N>.py`` files, by N."""
+    if not exp_dir.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in exp_dir.iterdir() if (m := _RESUME_CONFIG.match(p.name)) and p.is_file()]
+    return sorted(found)
+
+
+def run_config(exp_dir: str | os.PathLike) -> Path | None:
+    """The config a run last trained with: its newest ``config_resume<N>.py``, else ``config.py``, else None.
+
+    Example::
+
+        run_config("runs/cartpole_dqn")  # Path("runs/cartpole_dqn/config.py") after one run
+    """
+    folder = Path(exp_dir)
+    resumed = _resume_configs(folder)
+    if resumed:
+        return resumed[-1][1]
+    return folder / CONFIG_FILE if (folder / CONFIG_FILE).is_file() else None
+
+
+def find_run_config(ckpt: str | os.PathLike) -> Path | None:
+    """:func:`run_config` of the run a checkpoint (file, ``ckpt/`` folder or run folder) belongs to, or None.
+
+    Example::
+
+        find_run_config("runs/cartpole_dqn/ckpt/ckpt_000040192.pt")  # runs/cartpole_dqn/config.py
+    """
+    p = Path(ckpt).resolve()
+    start = p if p.is_dir() else p.parent
+    for folder in (start, start.parent):
+        found = run_config(folder)
+        if found is not None:
+            return found
+    return None
+
+
+def _config_text(cfg: Mapping) -> str:
+    """The file :func:`~ding_dist.config.save_config` writes for ``cfg``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return save_config(cfg, Path(tmp) / CONFIG_FILE).read_text()
+
+
+def _saved_text(path: Path) -> str:
+    """The resolved config of a saved file as ``save_config`` writes it (the file's own text if it no longer
+    compiles)."""
+    try:
+        return _config_text(load_config(path))
+    except Exception as e:  # e.g. written by an older ding_dist: compare the text as it is
+        logger.info("%s does not compile any more (%s); comparing its text", path, e)
+        return path.read_text()
+
+
+def save_run_config(cfg: Mapping, exp_dir: str | os.PathLike, continuing: bool) -> Path | None:
+    """Save the resolved config of a run (rank 0); return the file written, or None when nothing changed.
+
+    A fresh run writes ``config.py``. A run that continues a checkpoint compares ``cfg`` with
+    :func:`run_config`: the same config writes nothing; a different one is logged as a unified diff and
+    saved as the next ``config_resume<N>.py`` (atomically), never over an older file.
+
+    Example::
+
+        save_run_config(cfg, "runs/cartpole_dqn", continuing=True)  # None: same config as config.py
+    """
+    folder = Path(exp_dir)
+    saved = run_config(folder) if continuing else None
+    if saved is None:
+        return save_config(cfg, folder / CONFIG_FILE)
+    old, new = _saved_text(saved), _config_text(cfg)
+    if old == new:
+        return None
+    numbers = [n for n, _ in _resume_configs(folder)]
+    path = folder / f"config_resume{(numbers[-1] if numbers else 0) + 1}.py"
+    save_config(cfg, path)
+    diff = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=str(saved), tofile=str(path)
+    )
+    logger.warning(
+        "resuming with another config than the run's %s; the new one is saved as %s:\n%s",
+        saved.name,
+        path.name,
+        "".join(diff).rstrip("\n"),
+    )
+    return path
+
+
+def done_message(
+    exp_dir: str | os.PathLike, state: Mapping[str, Any], stop_value: float | None, max_env_steps: int | None
+) -> str | None:
+    """One line saying that the run a checkpoint ``state`` continues is already done, or None when it is not.
+
+    Done: the checkpoint's last evaluation reached ``stop_value``, or its env steps reached ``max_env_steps``.
+
+    Example::
+
+        done_message("runs/x", load_checkpoint(path), stop_value=195, max_env_steps=None)
+    """
+    c = state.get("counters") or {}
+    steps, last = c.get("env_steps", 0), c.get("last_eval")
+    ret = "none" if last is None else f"{last:.2f}"
+    where = f"run {str(exp_dir)!r} is already done at env step {steps} with eval return {ret}"
+    solved = stop_value is not None and last is not None and math.isfinite(last) and last >= stop_value
+    at_budget = max_env_steps is not None and steps >= max_env_steps
+    if solved:  # advice that works as printed: the stop value must go, and the budget too if it was spent
+        budget = f" and --max-env-steps above {steps}" if at_budget else ""
+        return (
+            f"{where} >= env.stop_value={stop_value:g}; to continue, give --set env.stop_value=None "
+            f"(or a value above {ret}){budget}"
+        )
+    if at_budget:
+        return f"{where}, at its --max-env-steps {max_env_steps}; to continue, give --max-env-steps above {steps}"
+    return None
+
+
+def write_result(
+    exp: Experiment, policy: Any, counters: Counters, stopped_by: str, segment_s: float, **extra: Any
+) -> dict[str, Any]:
+    """The run's result, shared by every loop that learns (``extra`` adds a loop's keys); rank 0 writes
+    ``result.json`` atomically. ``wall_time_s`` is the training loops' total over the run's segments (a resumed
+    run adds its earlier segments, up to the checkpoint it continued from); ``segment_wall_time_s`` this one's.
+
+    Example::
+
+        result = write_result(exp, policy, counters, "max_env_steps", segment_s=12.5)
+    """
+    c = counters
+    result = {
+        "env_steps": c.env_steps,
+        "train_iters": policy.train_iter,
+        "episodes": c.episodes,
+        "best_eval_return": c.best_eval,
+        "last_eval_return": c.last_eval,
+        "eval_history": c.eval_history,
+        "world_size": exp.world,
+        "wall_time_s": c.wall_time_s + segment_s,
+        "segment_wall_time_s": segment_s,
+        "stopped_by": stopped_by,
+        "exp_dir": str(exp.exp_dir),
+        **extra,
+    }
+    if exp.rank == 0:
+        atomic_write_json(exp.exp_dir / "result.json", result)
+    return result
