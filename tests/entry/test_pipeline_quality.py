@@ -1,7 +1,8 @@
 """Quality: the shipped CartPole configs reach a greedy evaluation of 475 on 1 and on 2 processes.
 
-Fixed seeds, at most 100k env steps, stopping at the config's stop_value (475). Tuning across seeds
-is recorded in docs/rl.md; these tests pin one seed each to stay fast in CI. The 2-process runs take
+Fixed seeds, at most 100k env steps, stopping at the config's stop_value (475). Across seeds 0-5 both configs
+reach it on 1 process (DQN in 12-31k env steps, PPO in 12-25k; docs/rl.md); these tests pin seed 2, among the
+quicker ones, to stay fast in CI. The 2-process runs take
 minutes on 2 cores and are marked ``quality`` (``python -m pytest -m quality``), outside the default run.
 """
 
@@ -16,7 +17,7 @@ from ding_dist.comm import launch
 from ding_dist.entry import train
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-SEED = 1
+SEED = 2
 MAX_ENV_STEPS = 100_000
 
 

@@ -217,9 +217,17 @@ def _launch_forked(launcher_args: argparse.Namespace, child_argv: list[str], ent
 
 def _forked_rank(entry: Callable[[list[str]], int], argv: list[str]) -> None:
     """One rank forked by :func:`_launch_forked`: ``entry(argv)`` (torchrun's variables are in the environment);
-    a non-zero code is the process's exit code, as for a started rank."""
+    a non-zero code is the process's exit code, as for a started rank.
+
+    The fork inherits the agent's Python handlers of SIGTERM and SIGINT, which can only run between bytecodes: a
+    rank blocked in a C++ wait (a rendezvous whose peer died) would ignore the agent's SIGTERM until its SIGKILL
+    30 s later. A started rank begins with Python's defaults (SIGTERM ends it, SIGINT raises KeyboardInterrupt); so
+    does this one, and the run installs its own SIGTERM handler.
+    """
     import atexit
 
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         code = entry(argv)
     finally:
