@@ -39,7 +39,7 @@ import math
 import os
 import sys
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,8 +70,9 @@ _RENAMED_IDS = {"LunarLander-v2": "LunarLander-v3", "LunarLanderContinuous-v2": 
 _BOX2D_IDS = ("LunarLander-v3", "LunarLanderContinuous-v3")
 #: DI-engine env manager types -> ours (sync: all envs in the process; async: one subprocess per env).
 _ENV_MANAGERS = {"base": "sync", "subprocess": "async", "async_subprocess": "async"}
-_POLICIES = ("dqn", "ppo", "sac")
-_ON_POLICY = {"dqn": False, "ppo": True, "sac": False}
+#: DI-engine policy type -> (the translator of its policy section, whether it learns on-policy); a translator is
+#: added with :func:`translates`.
+TRANSLATORS: dict[str, tuple[Callable[[_Translator], None], bool]] = {}
 #: DI-engine's evaluator default: evaluate every 1000 train iterations.
 _DING_EVAL_FREQ = 1000
 _REPORTED_ENV = "DING_DIST_DING_REPORTED"  # inherited by the ranks a launcher starts: one report per job
@@ -253,6 +254,24 @@ def _int_at_least(t: _Translator, path: str, value: Any, low: int) -> int:
     return value
 
 
+def translates(policy_type: str, *, on_policy: bool) -> Callable[[Callable[[_Translator], None]], Callable]:
+    """Decorator: ``fn(t)`` translates the policy section of DI-engine configs of ``policy_type``.
+
+    Example::
+
+        @translates("dqn", on_policy=False)
+        def _dqn(t): ...
+    """
+
+    def add(fn: Callable[[_Translator], None]) -> Callable[[_Translator], None]:
+        if policy_type in TRANSLATORS:
+            raise ValueError(f"DI-engine policy type {policy_type!r} already has a translator")
+        TRANSLATORS[policy_type] = (fn, on_policy)
+        return fn
+
+    return add
+
+
 def _per_collect(iters: int, iters_per_collect: float, n_sample: int) -> int:
     """DI-engine's ``iters`` train iterations, as env steps: whole collects of ``n_sample`` env steps."""
     return max(1, math.ceil(iters / iters_per_collect)) * n_sample
@@ -267,12 +286,12 @@ def _create_section(t: _Translator) -> tuple[str, str | None]:
     policy = c.get("policy.type")
     if policy is None:
         raise ConfigError("create_config.policy.type is missing; DI-engine configs name the policy there")
-    if policy not in _POLICIES:
-        close = difflib.get_close_matches(str(policy), _POLICIES, n=1, cutoff=0.3)
+    if policy not in TRANSLATORS:
+        close = difflib.get_close_matches(str(policy), list(TRANSLATORS), n=1, cutoff=0.3)
         hint = f" (closest: {close[0]!r})" if close else ""
         raise ConfigError(
             f"DI-engine config key 'create_config.policy.type' = {policy!r} cannot be honoured: ding_dist has the "
-            f"policies {list(_POLICIES)}{hint}"
+            f"policies {sorted(TRANSLATORS)}{hint}"
         )
     manager = c.get("env_manager.type", "base")
     if manager not in _ENV_MANAGERS:
@@ -368,8 +387,8 @@ def _common_policy(t: _Translator, policy: str) -> None:
     for path in ("policy.multi_gpu", "policy.learn.multi_gpu"):
         if t.take(path, _MISSING) is not _MISSING:
             t.report.add("ignored", f"{path}: gradients are always synchronized when there is more than one process")
-    on_policy = t.take("policy.on_policy", _ON_POLICY[policy])
-    if on_policy != _ON_POLICY[policy]:
+    on_policy = t.take("policy.on_policy", TRANSLATORS[policy][1])
+    if on_policy != TRANSLATORS[policy][1]:
         raise ConfigError(f"DI-engine config key 'policy.on_policy' = {on_policy!r} cannot be honoured for {policy}")
     for path in ("policy.priority", "policy.priority_IS_weight"):
         t.require(path, (False,), "prioritized replay is not implemented in ding_dist")
@@ -428,6 +447,7 @@ def _iteration_counts(t: _Translator, iters_per_collect: int, n_sample: Any, wha
             t.report.add("converted", f"{di_key}={value} train iters -> {ours}={steps} env steps")
 
 
+@translates("dqn", on_policy=False)
 def _dqn(t: _Translator) -> None:
     d = "DI-engine's DQN default"
     t.default("policy.discount_factor", "policy.discount_factor", 0.97, d)
@@ -487,6 +507,7 @@ def _dqn(t: _Translator) -> None:
     _iteration_counts(t, _int_at_least(t, "policy.learn.update_per_collect", upc, 1), n_sample, f"{upc} train iters")
 
 
+@translates("ppo", on_policy=True)
 def _ppo(t: _Translator) -> None:
     d = "DI-engine's PPO default"
     if t.has("policy.learn.update_per_collect"):
@@ -559,6 +580,7 @@ def _ppo(t: _Translator) -> None:
     _iteration_counts(t, 1, n_sample, "1 train iter (all epochs)")
 
 
+@translates("sac", on_policy=False)
 def _sac(t: _Translator) -> None:
     d = "DI-engine's SAC default"
     t.require("policy.model.twin_critic", (True,), "ding_dist's SAC always has twin critics")
@@ -624,12 +646,7 @@ def _translate(t: _Translator) -> None:
     env_id = _env_section(t, env_type, policy)
     t.report.env_id = env_id
     _common_policy(t, policy)
-    if policy == "dqn":
-        _dqn(t)
-    elif policy == "ppo":
-        _ppo(t)
-    else:
-        _sac(t)
+    TRANSLATORS[policy][0](t)
 
 
 def _known_keys(policy: str) -> set[str]:
@@ -645,7 +662,7 @@ def _split_overrides(
 ) -> tuple[list[str], list[str], list[str]]:
     """``--set`` items: (DI-engine keys, applied before translation; create_config ones; ours, applied after)."""
     raw = _flatten(main)
-    known = _known_keys(policy) if policy in _POLICIES else set()
+    known = _known_keys(policy) if policy in TRANSLATORS else set()
     ding, create, ours = [], [], []
     for text in overrides:
         if not isinstance(text, str):
