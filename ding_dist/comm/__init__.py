@@ -30,6 +30,7 @@ from .debug import (
     debug_enabled,
     health_check,
     set_debug,
+    side_group,
 )
 from .devices import (
     DeviceMismatchError,
@@ -94,6 +95,7 @@ __all__ = [
     "check_consistency",
     "debug_enabled",
     "health_check",
+    "side_group",
     "set_debug",
     "Heartbeat",
     "HeartbeatMonitor",

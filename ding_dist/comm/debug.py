@@ -192,6 +192,24 @@ _side_groups: dict[Any, Any] = {}
 on_finalize(_side_groups.clear)
 
 
+def side_group(group: Any = None) -> Any:
+    """The gloo group of ``group``'s ranks (the world by default) for small host-side agreements (health checks,
+    stop requests), apart from the group's own traffic. Created on the first call, which every member makes at the
+    same point (the loops' first health check); None on the fake link.
+
+    Example:
+        >>> side_group() is None   # on the fake link
+        True
+    """
+    if _link.current_link().is_fake:
+        return None
+    if group not in _side_groups:
+        ranks = None if group is None else dist.get_process_group_ranks(group)
+        # A subgroup's side group needs only its members (e.g. the learners of an actor-learner run).
+        _side_groups[group] = dist.new_group(ranks=ranks, backend="gloo", use_local_synchronization=ranks is not None)
+    return _side_groups[group]
+
+
 def health_check(timeout: float = 30.0, group: Any = None) -> None:
     """Wait for every rank (gloo monitored barrier on a side group); name the ranks that did not come.
 
@@ -205,19 +223,16 @@ def health_check(timeout: float = 30.0, group: Any = None) -> None:
         raise ValueError(f"timeout must be positive seconds, got {timeout}")
     if _link.current_link().is_fake:
         return
-    if group not in _side_groups:
-        ranks = None if group is None else dist.get_process_group_ranks(group)
-        # A subgroup's side group needs only its members (e.g. the learners of an actor-learner run).
-        _side_groups[group] = dist.new_group(ranks=ranks, backend="gloo", use_local_synchronization=ranks is not None)
+    side = side_group(group)
     start = time.monotonic()
     try:
-        dist.monitored_barrier(group=_side_groups[group], timeout=timedelta(seconds=timeout), wait_all_ranks=True)
+        dist.monitored_barrier(group=side, timeout=timedelta(seconds=timeout), wait_all_ranks=True)
     except RuntimeError as exc:
         text = str(exc)
         found = re.search(r"[Rr]anks? ([\d, ]+) failed", text)
         missing = [int(x) for x in re.findall(r"\d+", found.group(1))] if found else []
         waited_out = time.monotonic() - start >= 0.9 * timeout
-        two_ranks = dist.get_world_size(_side_groups[group]) == 2
+        two_ranks = dist.get_world_size(side) == 2
         if not missing and dist.get_rank() != 0 and two_ranks:
             missing = [0]  # in a pair, the only rank another one waits for is rank 0
         if missing:

@@ -234,4 +234,5 @@ class ReplayBuffer(RowRing):
         for k, v in state["data"].items():
             self._data[k][:rows] = v
         self._pos, self._rows = int(state["pos"]), rows
-        self._rng.bit_generator.state = state["rng"]
+        if state.get("rng") is not None:  # None: a re-sharded state (ding_dist.data.reshard) keeps this sampler
+            self._rng.bit_generator.state = state["rng"]

@@ -1,18 +1,33 @@
-"""Crash-safe checkpoints: atomic saves, loud failures on bad files, rotation, RNG capture.
+"""Crash-safe checkpoints that cannot run code: atomic saves, loud failures on bad files, rotation, RNG capture.
 
-A checkpoint file is ``torch.save`` of ``{"format": "ding_dist.checkpoint", "version": 1, "state": ...}``.
+A checkpoint file is ``torch.save`` of ``{"format": "ding_dist.checkpoint", "version": 2, "state": ...}``.
 It is written to a temporary file in the same folder, flushed, fsync'ed and renamed onto the final name,
 so a crash (even SIGKILL) mid-save leaves either the previous file or the new one, never a partial one.
-Loading uses ``weights_only=False`` because states hold optimizer, RNG and counter objects: only load
-checkpoints you trust (your own runs).
+
+A state holds only tensors and plain Python values (``dict``, ``list``, ``tuple``, ``set``, ``str``, numbers,
+``bool``, ``None``, ``bytes``, torch dtypes and devices): :func:`save_checkpoint` stores numpy arrays and
+scalars as tensors and Python numbers, and refuses anything else, naming where it sits. Files are read with
+``torch.load(..., weights_only=True)``, which builds no other object and calls no function, so a file copied
+from elsewhere cannot run code when ``ding-dist eval --ckpt`` or a resume loads it: one that needs more is
+refused with :class:`UnsafeCheckpointError` (one line naming the file), and resume falls back to the newest
+file that loads. Version 1 files (ding_dist before checkpoints were plain) hold numpy arrays in their RNG
+and replay states: they load as they are, with numpy's array and dtype classes allowed for that load only
+(they rebuild arrays and call nothing else). A file that needs more than that, if its source is trusted, is
+converted once with ``ding-dist ckpt convert FILE`` (:func:`convert_checkpoint`).
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
+import pickle
 import random
 import re
+import shutil
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +40,9 @@ from ding_dist.utils.fileio import atomic_open, atomic_write_text
 __all__ = [
     "CheckpointError",
     "CheckpointManager",
+    "UnsafeCheckpointError",
     "capture_rng_state",
+    "convert_checkpoint",
     "load_checkpoint",
     "restore_rng_state",
     "save_checkpoint",
@@ -34,7 +51,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _FORMAT = "ding_dist.checkpoint"
-_VERSION = 1
+_VERSION = 2
+_READS = (1, 2)  # 1: may hold numpy arrays (RNG, replay), loaded with numpy's array classes allowed
 _CKPT_RE = re.compile(r"^ckpt_(\d+)\.pt$")
 _TMP_RE = re.compile(r"^\.ckpt_\d+\.pt\.(\d+)\..*\.tmp$")
 
@@ -50,8 +68,58 @@ class CheckpointError(ValueError):
     """
 
 
+class UnsafeCheckpointError(CheckpointError):
+    """A checkpoint file holds more than tensors and plain values, so loading it could run code: it is refused,
+    in one line naming the file, the object it needs and the command that converts it when its source is trusted.
+
+    Example:
+        >>> issubclass(UnsafeCheckpointError, CheckpointError)
+        True
+    """
+
+
+CONVERT_COMMAND = "ding-dist ckpt convert"
+
+_SCALARS = (str, int, float, bool, complex, bytes, type(None))
+_TENSORS = (torch.Tensor, torch.nn.Parameter)
+_LEAVES = (torch.dtype, torch.device, torch.Size)
+
+
+def _plain(value: Any, where: str, lenient: bool = False) -> Any:
+    """``value`` with numpy arrays and scalars as tensors and Python numbers; ``TypeError`` naming ``where`` for
+    anything else that ``torch.load(weights_only=True)`` could not rebuild. ``lenient`` (conversion of a trusted
+    old file) also turns dict, list and tuple subclasses (e.g. EasyDict, named tuples) and enums into plain ones."""
+    kind = type(value)
+    if kind in _SCALARS or kind in _TENSORS or isinstance(value, _LEAVES):
+        return value
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject or value.dtype.kind not in "biufc":
+            raise TypeError(f"{where} is a numpy array of dtype {value.dtype}: a checkpoint holds numeric arrays only")
+        return torch.from_numpy(np.ascontiguousarray(value))
+    if isinstance(value, np.generic):
+        return value.item()
+    if kind in (dict, OrderedDict) or (lenient and isinstance(value, dict)):
+        out = {_plain(k, f"a key of {where}", lenient): _plain(v, f"{where}[{k!r}]", lenient) for k, v in value.items()}
+        return OrderedDict(out) if kind is OrderedDict else out
+    if kind in (list, tuple, set) or (lenient and isinstance(value, (list, tuple, set))):
+        items = [_plain(v, f"{where}[{i}]", lenient) for i, v in enumerate(value)]
+        base = list if isinstance(value, list) else tuple if isinstance(value, tuple) else set
+        return base(items)
+    if lenient and isinstance(value, enum.Enum):
+        return _plain(value.value, where, lenient)
+    if lenient and isinstance(value, torch.Tensor):  # a tensor subclass: its data as a plain tensor
+        return value.as_subclass(torch.Tensor).detach()
+    raise TypeError(
+        f"{where} is a {kind.__module__}.{kind.__qualname__}: a checkpoint holds only tensors and plain Python values "
+        "(dict, list, tuple, str, numbers, bool, None), so that loading it cannot run code"
+    )
+
+
 def save_checkpoint(state: dict, path: str | os.PathLike) -> Path:
     """Save ``state`` to ``path`` atomically (temp file in the same folder, fsync, rename).
+
+    ``state`` may hold tensors and plain Python values, numpy arrays and scalars (stored as tensors and Python
+    numbers); anything else is a ``TypeError`` naming where it sits, raised before the file is touched.
 
     Example:
         >>> import tempfile, pathlib
@@ -61,16 +129,54 @@ def save_checkpoint(state: dict, path: str | os.PathLike) -> Path:
     """
     if not isinstance(state, dict):
         raise TypeError(f"checkpoint state must be a dict, got {type(state).__name__}")
+    plain = _plain(state, "state")
     final = Path(path)
     with atomic_open(final, "wb") as f:
-        torch.save({"format": _FORMAT, "version": _VERSION, "state": state}, f)
+        torch.save({"format": _FORMAT, "version": _VERSION, "state": plain}, f)
     return final
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict:
-    """Load a checkpoint written by :func:`save_checkpoint` and return its state dict.
+def _numpy_globals() -> list[Any]:
+    """What a version-1 file's numpy arrays and scalars need: the array rebuild, ndarray, dtype and the classes
+    of numeric dtypes, under their numpy 1 and numpy 2 names."""
+    try:
+        from numpy._core import multiarray
+    except ImportError:  # numpy 1.x
+        from numpy.core import multiarray
+    found: list[Any] = [np.ndarray, np.dtype, *{type(np.dtype(code)) for code in "?bhilqpBHILQPefdgFDG"}]
+    for fn in (multiarray._reconstruct, multiarray.scalar):
+        found += [(fn, f"numpy.core.multiarray.{fn.__name__}"), (fn, f"numpy._core.multiarray.{fn.__name__}")]
+    return found
 
-    Raises CheckpointError naming the file when it is missing, truncated, corrupt or not ours.
+
+@contextmanager
+def _reading() -> Iterator[None]:
+    with torch.serialization.safe_globals(_numpy_globals()):
+        yield
+
+
+_REFUSED_RE = re.compile(r"GLOBAL ([\w.]+)|Can only build .*? but got (<[^>\n]+>)")
+
+
+def _refusal(error: Exception) -> tuple[str | None, str]:
+    """(what ``torch.load(weights_only=True)`` refused to build, e.g. ``"posix.system"``, or None when the file
+    is not a pickle it can read at all; the error's line that says why)."""
+    text = str(error)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not isinstance(error, pickle.UnpicklingError) or "Weights only load failed" not in text:
+        return None, (lines or [""])[0]
+    m = _REFUSED_RE.search(text)
+    if m:
+        return next(g for g in m.groups() if g), ""
+    why = [line for line in lines if "Unsupported" in line or "WeightsUnpickler error" in line]
+    return None, (why or lines)[-1].replace("WeightsUnpickler error: ", "")
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict:
+    """Load a checkpoint written by :func:`save_checkpoint` and return its state dict, running no code of the file.
+
+    Raises CheckpointError naming the file when it is missing, truncated, corrupt or not ours, and its subclass
+    UnsafeCheckpointError when it holds objects other than tensors and plain values.
 
     Example:
         >>> import tempfile, pathlib
@@ -85,20 +191,61 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict:
     if not p.is_file():
         raise CheckpointError(f"checkpoint {str(p)!r} does not exist")
     try:
-        blob = torch.load(p, map_location=map_location, weights_only=False)
+        with _reading():
+            blob = torch.load(p, map_location=map_location, weights_only=True)
     except Exception as e:
-        raise CheckpointError(
-            f"checkpoint {str(p)!r} is truncated or corrupt ({type(e).__name__}: {(str(e).splitlines() or [''])[0]})"
-        ) from e
+        refused, why = _refusal(e)
+        if refused is not None:
+            raise UnsafeCheckpointError(
+                f"checkpoint {str(p)!r} holds more than tensors and plain values ({refused}), refused: loading it "
+                f"could run code; only if you trust its source, convert it with: {CONVERT_COMMAND} {p}"
+            ) from None
+        raise CheckpointError(f"checkpoint {str(p)!r} is truncated or corrupt ({type(e).__name__}: {why})") from e
+    return _state_of(blob, p)
+
+
+def _state_of(blob: Any, p: Path) -> dict:
     if not (isinstance(blob, dict) and blob.get("format") == _FORMAT and isinstance(blob.get("state"), dict)):
         raise CheckpointError(
             f"checkpoint {str(p)!r} is not a ding_dist checkpoint (expected one written by save_checkpoint)"
         )
-    if blob.get("version") != _VERSION:
+    if blob.get("version") not in _READS:
         raise CheckpointError(
-            f"checkpoint {str(p)!r} has format version {blob.get('version')!r}, this ding_dist reads version {_VERSION}"
+            f"checkpoint {str(p)!r} has format version {blob.get('version')!r}, this ding_dist reads versions "
+            f"{', '.join(map(str, _READS))}"
         )
     return blob["state"]
+
+
+def convert_checkpoint(path: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
+    """Rewrite a checkpoint as the current format, one that loads without running code: its state with numpy
+    values as tensors and numbers and, for a file :func:`load_checkpoint` refuses, dict/list/tuple subclasses and
+    enums as plain ones. Reading a refused file RUNS ITS CODE (``weights_only=False``): only for files whose source
+    you trust (a file that loads safely, e.g. of version 1, is read safely). Writes ``out`` (default: in place, the
+    original kept as ``<name>.orig``) and returns it; a value that has no plain form is a ``CheckpointError``
+    naming it.
+
+    Example::
+
+        convert_checkpoint("runs/old/ckpt/ckpt_000051200.pt")   # what `ding-dist ckpt convert FILE` does
+    """
+    p = Path(path)
+    try:
+        state = load_checkpoint(p)
+    except UnsafeCheckpointError:
+        try:
+            blob = torch.load(p, map_location="cpu", weights_only=False)  # trusted by the caller: it may run code
+        except Exception as e:
+            raise CheckpointError(f"checkpoint {str(p)!r} cannot be read ({type(e).__name__}: {e})") from e
+        state = _state_of(blob, p)
+    try:
+        plain = _plain(state, "state", lenient=True)
+    except TypeError as e:
+        raise CheckpointError(f"checkpoint {str(p)!r} cannot be converted: {e}") from None
+    target = p if out is None else Path(out)
+    if target.resolve() == p.resolve():
+        shutil.copy2(p, p.with_name(p.name + ".orig"))
+    return save_checkpoint(plain, target)
 
 
 class CheckpointManager:
@@ -178,9 +325,11 @@ class CheckpointManager:
         return None
 
     def _move_aside(self, path: Path, error: Exception) -> None:
-        """Rename an unusable checkpoint to ``corrupt_<name>`` with a note beside it, so rotation (which
-        counts only ``ckpt_*.pt`` names) never keeps it in place of a complete checkpoint."""
-        aside = path.with_name(f"corrupt_{path.name}")
+        """Rename an unusable checkpoint to ``corrupt_<name>`` (``unsafe_<name>`` for one refused because loading
+        it could run code) with a note beside it, so rotation (which counts only ``ckpt_*.pt`` names) never keeps
+        it in place of a complete checkpoint."""
+        prefix = "unsafe" if isinstance(error, UnsafeCheckpointError) else "corrupt"
+        aside = path.with_name(f"{prefix}_{path.name}")
         try:
             os.replace(path, aside)
             atomic_write_text(aside.with_name(aside.name + ".txt"), f"moved aside, not loadable: {error}\n")
@@ -191,8 +340,8 @@ class CheckpointManager:
 
     def latest(self, move_aside: bool = False) -> Path | None:
         """Path of the newest checkpoint that loads, or None. Unusable ones are skipped with a warning and,
-        with ``move_aside=True`` (a run that will write here: resume, restart), renamed ``corrupt_<name>``
-        with a note, so rotation never keeps them in place of complete checkpoints."""
+        with ``move_aside=True`` (a run that will write here: resume, restart), renamed ``corrupt_<name>`` (or
+        ``unsafe_<name>``) with a note, so rotation never keeps them in place of complete checkpoints."""
         found = self._newest_loadable("cpu", move_aside)
         return None if found is None else found[0]
 
@@ -204,15 +353,17 @@ class CheckpointManager:
 
 
 def capture_rng_state() -> dict:
-    """Snapshot the RNGs of python ``random``, numpy's global generator, torch CPU and CUDA (if any).
+    """Snapshot the RNGs of python ``random``, numpy's global generator, torch CPU and CUDA (if any), as plain
+    values (numpy's state a tuple of its name, a list of its key words and three numbers).
 
     Example:
         >>> s = capture_rng_state(); a = random.random(); restore_rng_state(s); a == random.random()
         True
     """
+    name, key, pos, has_gauss, gauss = np.random.get_state()
     state = {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": (str(name), key.tolist(), int(pos), int(has_gauss), float(gauss)),
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():
@@ -237,8 +388,9 @@ def restore_rng_state(state: dict) -> None:
         py = state["python"]
         # torch.load may give lists where random.setstate needs tuples.
         random.setstate((py[0], tuple(py[1]), py[2]))
-    if "numpy" in state:
-        np.random.set_state(state["numpy"])
+    if "numpy" in state:  # a list of key words (or an array, in version-1 files)
+        name, key, pos, has_gauss, gauss = state["numpy"]
+        np.random.set_state((str(name), np.asarray(key, dtype=np.uint32), int(pos), int(has_gauss), float(gauss)))
     if "torch" in state:
         torch.set_rng_state(torch.as_tensor(state["torch"], dtype=torch.uint8).cpu())
     if "cuda" in state and torch.cuda.is_available():

@@ -137,8 +137,8 @@ def test_plot_curves_without_wanted_keys(tmp_path):
 def test_help_lists_every_command_and_each_shows_examples(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--help"])
-    assert "{train,resume,eval,plot,config}" in capsys.readouterr().out
-    for command in ("train", "resume", "eval", "plot", "config"):
+    assert "{train,resume,eval,plot,config,ckpt}" in capsys.readouterr().out
+    for command in ("train", "resume", "eval", "plot", "config", "ckpt"):
         with pytest.raises(SystemExit):
             build_parser().parse_args([command, "--help"])
         text = capsys.readouterr().out

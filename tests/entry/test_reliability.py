@@ -320,6 +320,7 @@ def test_sigterm_stops_every_process_and_keeps_a_loadable_checkpoint(tmp_path):
     job = _Job(tmp_path, cfg, "--nproc", "2", "--max-env-steps", "400000", "--exp-dir", exp, "--set", *FAST)
     job.wait_for(lambda: len(_ckpt_steps(exp)) >= 2)
     assert len(job.leftovers()) >= 1 + 2 * (1 + 2) + 2  # launcher, 2 ranks with 2 env workers each, evaluator
+    seen = _ckpt_steps(exp)[-1]
     job.proc.send_signal(signal.SIGTERM)
     signalled = time.monotonic()
     code = job.wait(60)
@@ -333,6 +334,41 @@ def test_sigterm_stops_every_process_and_keeps_a_loadable_checkpoint(tmp_path):
     assert mgr.latest() == files[-1]  # the newest checkpoint is complete
     assert load_checkpoint(files[-1])["counters"]["env_steps"] == int(files[-1].name[5:14])
     assert not [p for p in (exp / "ckpt").iterdir() if p.name.endswith(".tmp")]
+    # SIGTERM is a stop request: every rank stopped after the same iteration and checkpointed that step
+    assert "SIGTERM: stopping after this iteration with a checkpoint" in job.output()
+    (step,) = re.findall(r"stopped by SIGTERM at env step (\d+), checkpointed", job.output())
+    assert _ckpt_steps(exp)[-1] == int(step) > seen, (_ckpt_steps(exp), seen)
+
+
+FAKE_SCONTROL = """#!/bin/sh
+echo "$@" >> "{log}"
+"""
+
+
+def test_sigusr1_checkpoints_and_requeues_the_slurm_job_which_resumes(tmp_path):
+    bin_dir, log = tmp_path / "bin", tmp_path / "scontrol.log"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(FAKE_SCONTROL.format(log=log))
+    (bin_dir / "scontrol").chmod(0o755)
+    exp = tmp_path / "exp"
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "77"}
+    argv = (DQN_CONFIG, "--max-env-steps", "400000", "--exp-dir", exp, "--requeue", "--set", *FAST)
+    job = _Job(tmp_path, *argv, env=env)
+    job.wait_for(lambda: len(_ckpt_steps(exp)) >= 1)
+    seen = _ckpt_steps(exp)[-1]
+    job.proc.send_signal(signal.SIGUSR1)  # sbatch --signal=USR1@90: the time limit is near
+    assert job.wait(60) == 128 + signal.SIGUSR1, job.output()[-3000:]
+    stopped = _ckpt_steps(exp)[-1]
+    assert re.findall(r"stopped by SIGUSR1 at env step (\d+), checkpointed", job.output()) == [str(stopped)]
+    assert stopped > seen and "requeued SLURM job 77" in job.output()
+    assert log.read_text() == "requeue 77\n"
+    # the requeued job runs the same command: it resumes from that checkpoint (SLURM counts the restarts)
+    again = _Job(tmp_path, DQN_CONFIG, "--max-env-steps", str(stopped + 256), "--exp-dir", exp, "--requeue",
+                 "--set", *FAST, env={**env, "SLURM_RESTART_COUNT": "1"})  # fmt: skip
+    assert again.wait(120) == 0, again.output()[-3000:]
+    assert f"requeued job (SLURM_RESTART_COUNT=1): resuming {exp}" in again.output()
+    assert f"resumed at env step {stopped}" in again.output()
+    assert json.loads((exp / "result.json").read_text())["env_steps"] == stopped + 256
 
 
 # ------------------------------------------------------------------------------------- debug mode

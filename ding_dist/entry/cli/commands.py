@@ -1,4 +1,5 @@
-"""The ``ding-dist`` commands: train (and resume), eval (with its video and GIF recordings), config show, and
+"""The ``ding-dist`` commands: train (and resume), eval (with its video and GIF recordings), config show, ckpt
+convert, and
 :func:`main`, which parses the arguments and runs one of them (plot: :mod:`ding_dist.entry.cli.plot`).
 
 Every call the CLI makes into the training side (``ding_dist.entry.pipeline``, ``experiment``, ``roles``,
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -34,6 +36,7 @@ from ding_dist.entry.cli.errors import (
     ERROR_FILE_ENV,
     EXIT_SIGINT,
     EXIT_SIGTERM,
+    EXIT_SIGUSR1,
     EXIT_USAGE,
     PROG,
     UsageError,
@@ -219,6 +222,30 @@ def _compile_and_try(config: Path, args: argparse.Namespace) -> Any:
     return cfg
 
 
+_STOP_CODES = {"SIGTERM": EXIT_SIGTERM, "SIGUSR1": EXIT_SIGUSR1}
+REQUEUE_ENV = "SLURM_RESTART_COUNT"  # SLURM sets it in a requeued job
+
+
+def _requeue(code: int) -> int:
+    """``--requeue``: after a stop by signal, ``scontrol requeue $SLURM_JOB_ID`` (the launcher, once); the code."""
+    if code not in _STOP_CODES.values():
+        return code
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        print(f"{PROG}: --requeue: no SLURM_JOB_ID (not a SLURM job), so nothing is requeued", file=sys.stderr)
+        return code
+    try:
+        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"{PROG}: --requeue: scontrol requeue {job} failed: {e}", file=sys.stderr)
+        return code
+    if done.returncode != 0:
+        print(f"{PROG}: --requeue: scontrol requeue {job} failed: {done.stderr.strip()}", file=sys.stderr)
+        return code
+    print(f"{PROG}: requeued SLURM job {job}; it resumes from its checkpoint", file=sys.stderr)
+    return code
+
+
 def _run_rank(args: argparse.Namespace, cfg: Any) -> int:
     """This process's rank of the job (a world of one without a launcher), on the config compiled once."""
     from ding_dist.comm import DistContext, debug_enabled, set_debug
@@ -237,9 +264,12 @@ def _run_rank(args: argparse.Namespace, cfg: Any) -> int:
                 health_timeout=args.health_timeout,
             )
             _print_rank0(_summary(result, args.exp_dir))
+            stopped = result.get("stopped_by")
+            if stopped in _STOP_CODES:  # a preempted run: its step is checkpointed; the shell sees the signal's code
+                _print_rank0(f"{PROG}: stopped by {stopped} at env step {result['env_steps']}, checkpointed")
     finally:
         set_debug(was_debug)
-    return 0
+    return _STOP_CODES.get(stopped, 0)
 
 
 def _run_recorded_rank(args: argparse.Namespace, cfg: Any) -> int:
@@ -281,6 +311,13 @@ def _train(args: argparse.Namespace) -> int:
     from ding_dist.entry import pipeline
     from ding_dist.utils.checkpoint import CheckpointManager
 
+    if getattr(args, "requeue", False):
+        if args.exp_dir is None and args.resume is None:
+            raise UsageError("--requeue needs --exp-dir: the requeued job resumes from that folder")
+        restarts = os.environ.get(REQUEUE_ENV, "0")
+        if args.resume is None and restarts not in ("", "0") and pipeline.holds_run(args.exp_dir):
+            args.resume, args.exp_dir = args.exp_dir, None
+            print(f"{PROG}: requeued job ({REQUEUE_ENV}={restarts}): resuming {args.resume}", file=sys.stderr)
     if args.resume is not None and args.config is None and args.algo is None and args.env is None:
         args.config = _resume_config(args.resume)  # the run's own saved config
     if (args.algo is None) != (args.env is None) or (args.algo is not None) == (args.config is not None):
@@ -337,8 +374,10 @@ def _train(args: argparse.Namespace) -> int:
         if args.nproc > 1 or args.max_restarts > 0:
             _check_local_world(cfg, args.nproc)
             exp_dir = Path(args.exp_dir or args.resume or pipeline.default_exp_dir(cfg.exp_name)).resolve()
-            return launch_local(args.nproc, args.max_restarts, _child_argv(args, config, exp_dir), main)
-        return _run_rank(args, cfg)
+            code = launch_local(args.nproc, args.max_restarts, _child_argv(args, config, exp_dir), main)
+        else:
+            code = _run_rank(args, cfg)
+    return _requeue(code) if getattr(args, "requeue", False) else code
 
 
 def _check_writable(folder: str | os.PathLike, args: argparse.Namespace) -> None:
@@ -546,6 +585,17 @@ def _config_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ckpt_convert(args: argparse.Namespace) -> int:
+    """``ckpt convert FILE``: the checkpoint rewritten as plain tensors and values (:func:`convert_checkpoint`)."""
+    from ding_dist.utils.checkpoint import convert_checkpoint, load_checkpoint
+
+    written = convert_checkpoint(args.file, args.out)
+    load_checkpoint(written)  # proof: it loads without running code now
+    kept = f", the original kept as {written.name}.orig" if args.out is None else ""
+    print(f"{PROG}: wrote {shown_path(written)}: it loads without running code{kept}")
+    return 0
+
+
 # ------------------------------------------------------------------------------------------ main
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``ding-dist`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
@@ -562,7 +612,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "resume":  # ding-dist resume EXP_DIR: train --resume EXP_DIR
         args.command = "train"
         args.algo = args.env = args.exp_dir = None
-    commands = {"train": _train, "eval": _eval, "plot": _plot, "config": _config_show}
+    commands = {"train": _train, "eval": _eval, "plot": _plot, "config": _config_show, "ckpt": _ckpt_convert}
     try:
         return commands[args.command](args)
     except (UsageError, ConfigError, CheckpointError, ExperimentInUseError) as e:

@@ -20,6 +20,7 @@ __all__ = [
     "EXIT_USAGE",
     "EXIT_SIGINT",
     "EXIT_SIGTERM",
+    "EXIT_SIGUSR1",
     "ERROR_FILE_ENV",
     "UsageError",
     "error_line",
@@ -31,6 +32,7 @@ PROG = "ding-dist"
 EXIT_USAGE = 2
 EXIT_SIGINT = 128 + signal.SIGINT  # 130
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
+EXIT_SIGUSR1 = 128 + signal.SIGUSR1  # 138
 # Torchrun's elastic agent sets this in the workers; a rank's exception is written there for the summary.
 ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
 

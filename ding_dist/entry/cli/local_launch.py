@@ -164,8 +164,11 @@ def launch_local(nproc: int, max_restarts: int, child_argv: list[str], entry: Ca
     )
     _quiet_agent_shutdown()
     # torchrun's agent replaces these handlers (main thread only); put ours back when it is done.
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
+    stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
+    saved = {sig: signal.getsignal(sig) for sig in stops}
     restore = threading.current_thread() is threading.main_thread()
+    if restore:  # SLURM's --signal=USR1@T warning: the agent forwards SIGTERM, so the ranks checkpoint and stop
+        signal.signal(signal.SIGUSR1, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
     try:
         with watch as monitor:
             try:

@@ -1,4 +1,4 @@
-"""The argument parser of ``ding-dist``: sub-commands train, resume, eval, plot and config show.
+"""The argument parser of ``ding-dist``: sub-commands train, resume, eval, plot, config show and ckpt convert.
 
 Building and using it imports no torch (``ding-dist --help`` answers at once). Errors are one line and exit
 with code 2; a mistyped flag gets the closest known one suggested. Train and resume share their options (a
@@ -126,13 +126,15 @@ PLOT_EXAMPLES = """examples:
   ding-dist plot runs/cartpole_ppo --out curve.png
   ding-dist plot runs/ppo_s0 runs/ppo_s1 runs/ppo_s2 --smooth 3    # seeds: their mean and a 95% band
   ding-dist plot runs --keys eval/mean_reward,train/loss --x wall_time"""
+CKPT_EXAMPLES = """examples:
+  ding-dist ckpt convert runs/old/ckpt/ckpt_000051200.pt       # a file you trust that eval/resume refuse"""
 CONFIG_EXAMPLES = """examples:
   ding-dist config show configs/cartpole_dqn_config.py
   ding-dist config show my_ding_config.py --set policy.learn.batch_size=64 --markdown"""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of ``ding-dist`` (sub-commands train, resume, eval, plot, config).
+    """The argparse parser of ``ding-dist`` (sub-commands train, resume, eval, plot, config, ckpt).
 
     Example:
         >>> args = build_parser().parse_args(["train", "cfg.py", "--nproc", "2", "--set", "seed=3"])
@@ -142,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Train, evaluate and plot ding_dist RL runs.", allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="{train,resume,eval,plot,config}", parser_class=_Parser
+        dest="command", required=True, metavar="{train,resume,eval,plot,config,ckpt}", parser_class=_Parser
     )
     run = _run_options()
     train = _command(sub, "train", "train from a config file", TRAIN_EXAMPLES, parents=[run])
@@ -172,6 +174,17 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("config", help="Python config file defining main_config (and create_config)")
     _add_overrides(show, "config overrides, as for train")
     show.add_argument("--markdown", action="store_true", help="a markdown table (key, default, meaning)")
+
+    ckpt = _command(sub, "ckpt", "checkpoint files", CKPT_EXAMPLES)
+    ckpt_sub = ckpt.add_subparsers(dest="ckpt_command", required=True, metavar="{convert}", parser_class=_Parser)
+    convert = ckpt_sub.add_parser(
+        "convert",
+        help="rewrite a checkpoint refused as unsafe (or of an older format) as one that loads without running "
+        "code; a refused file's own code RUNS while it is read: only for files whose source you trust",
+        allow_abbrev=False,
+    )
+    convert.add_argument("file", metavar="FILE", help="the checkpoint file")
+    convert.add_argument("--out", default=None, help="where to write (default: in place, the original kept as .orig)")
     return parser
 
 
@@ -255,6 +268,12 @@ def _run_options() -> argparse.ArgumentParser:
         action="store_true",
         help="also log to Weights & Biases (wandb.init with sync_tensorboard, on the logging rank; offline "
         "unless WANDB_MODE or WANDB_API_KEY is set; needs: pip install -e .[wandb])",
+    )
+    shared.add_argument(
+        "--requeue",
+        action="store_true",
+        help="SLURM: after SIGTERM or SIGUSR1 (sbatch --signal=USR1@90) the run checkpoints its step and requeues "
+        "its job (scontrol requeue $SLURM_JOB_ID); the requeued job resumes from --exp-dir (needs --exp-dir)",
     )
     return shared
 

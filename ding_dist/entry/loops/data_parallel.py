@@ -43,7 +43,13 @@ from ding_dist.entry.experiment import (
 )
 from ding_dist.entry.services.checkpointing import Checkpointing
 from ding_dist.entry.services.evaluation import Evaluation
-from ding_dist.entry.services.failures import DEBUG_CHECK_EVERY, close_workers, consistency_check, guarded
+from ding_dist.entry.services.failures import (
+    DEBUG_CHECK_EVERY,
+    Preemption,
+    close_workers,
+    consistency_check,
+    guarded,
+)
 from ding_dist.entry.services.metrics import Metrics
 from ding_dist.entry.services.run_folder import save_run_config, write_result
 from ding_dist.envs import make_vec_env
@@ -197,7 +203,7 @@ class DataParallelLoop:
         debug = debug_enabled()
         with guarded(rank=self.rank, world=self.world, health_timeout=exp.health_timeout,
                      where=lambda: f"env step {c.env_steps}", newest=self.ckpt.newest,
-                     close=lambda: (bar.close(), self.close())):  # fmt: skip
+                     close=lambda: (bar.close(), self.close())), Preemption(world=self.world) as preempted:  # fmt: skip
             while exp.max_env_steps is None or c.env_steps < exp.max_env_steps:
                 rollout = self.collector.collect(n_vec, c.env_steps, self.preemption)
                 collected, global_collected = local_per_iter, global_per_iter
@@ -234,8 +240,12 @@ class DataParallelLoop:
                 if stop:
                     stopped_by = "stop_value"
                     break
+                if preempted.requested():  # SIGTERM/SIGUSR1 on some rank: every rank stops after this iteration
+                    stopped_by = preempted.signal_name or "preempted"
+                    break
             if log_pending_global:  # whatever stopped the run, its last episodes and updates are logged
                 self.log(log_pending, wall_start, steps_at_start, log_pending_global)
-            stopped_by = self.evaluate.at_end(stopped_by)
+            if stopped_by in ("max_env_steps", "stop_value"):  # a preempted run saves its step without evaluating
+                stopped_by = self.evaluate.at_end(stopped_by)
             self.checkpoint()
         return write_result(exp, self.policy, c, stopped_by, time.perf_counter() - wall_start)

@@ -43,7 +43,13 @@ from ding_dist.entry.experiment import (
 from ding_dist.entry.roles import RoleGroups, chunk_steps
 from ding_dist.entry.services.checkpointing import Checkpointing
 from ding_dist.entry.services.evaluation import Evaluation
-from ding_dist.entry.services.failures import DEBUG_CHECK_EVERY, close_workers, consistency_check, guarded
+from ding_dist.entry.services.failures import (
+    DEBUG_CHECK_EVERY,
+    Preemption,
+    close_workers,
+    consistency_check,
+    guarded,
+)
 from ding_dist.entry.services.metrics import Metrics
 from ding_dist.entry.services.run_folder import save_run_config, write_result
 from ding_dist.envs import make_vec_env
@@ -154,12 +160,15 @@ class LearnerLoop:
         due, c.update_credit = divmod(c.update_credit, n_sample)
         return due
 
-    def _next_chunk(self, receiver: ExperienceReceiver) -> Chunk:
-        """The next chunk; a dead actor is named, and the run goes on without it or stops (``on_actor_death``)."""
+    def _next_chunk(self, receiver: ExperienceReceiver, preempted: Preemption) -> Chunk | None:
+        """The next chunk; a dead actor is named, and the run goes on without it or stops (``on_actor_death``).
+        None when the actors went away after a stop signal reached this process (they got it too)."""
         while True:
             try:
                 return receiver.next()
             except ActorLost as lost:
+                if preempted.signal_name is not None:
+                    return None
                 if lost.rank < 0 or self.cfg.actor_learner.on_actor_death == "stop":
                     what = "no actor is left" if lost.rank < 0 else f"actor rank {lost.rank} died ({lost.why})"
                     raise DeadRankError(f"learner rank {self.rank}: {what}; stopping", [max(lost.rank, 0)]) from None
@@ -204,10 +213,14 @@ class LearnerLoop:
         stopped_by, debug, finished = "max_env_steps", debug_enabled(), False
         with guarded(rank=self.rank, world=self.roles.learners, health_timeout=self.exp.health_timeout,
                      where=lambda: f"env step {c.env_steps}", newest=self.ckpt.newest,
-                     close=lambda: (bar.close(), self.close()), group=self.learn_group):  # fmt: skip
+                     close=lambda: (bar.close(), self.close()), group=self.learn_group), \
+                Preemption(self.learn_group, world=self.roles.learners) as preempted:  # fmt: skip
             while self.exp.max_env_steps is None or c.env_steps < self.exp.max_env_steps:
                 waited = time.perf_counter()
-                chunk = self._next_chunk(receiver)  # waits for data
+                chunk = self._next_chunk(receiver, preempted)  # waits for data
+                if chunk is None:  # stopped by a signal: the actors are gone
+                    stopped_by = preempted.signal_name
+                    break
                 self._interval.wait_s += time.perf_counter() - waited
                 self._interval.see(chunk)
                 lag = version - chunk.version
@@ -254,6 +267,9 @@ class LearnerLoop:
                 if stop:
                     stopped_by = "stop_value"
                     break
+                if preempted.requested():  # SIGTERM/SIGUSR1 on some learner: every learner stops after this round
+                    stopped_by = preempted.signal_name or "preempted"
+                    break
 
             # The end: the actors stop (learner rank 0 says so), the learners take their last chunks.
             if publisher is not None:
@@ -261,13 +277,15 @@ class LearnerLoop:
             receiver.drain()
             if self._interval.chunks or self._interval.dropped:
                 self.log_interval(wall_start, steps_at_start)
-            stopped_by = self.evaluate.at_end(stopped_by)
+            if stopped_by in ("max_env_steps", "stop_value"):  # a preempted run saves its step without evaluating
+                stopped_by = self.evaluate.at_end(stopped_by)
             self.checkpoint()
-            left = receiver.join(FINISH_TIMEOUT_S)
-            if publisher is not None and not publisher.join(FINISH_TIMEOUT_S):
-                logger.warning("the stop version did not reach every actor within %g s", FINISH_TIMEOUT_S)
+            wait = FINISH_TIMEOUT_S if preempted.signal_name is None else 2.0  # preempted: the actors got it too
+            left = receiver.join(wait)
+            if publisher is not None and not publisher.join(wait):
+                logger.warning("the stop version did not reach every actor within %g s", wait)
             if left:
-                logger.warning("actor(s) %s sent no last message within %g s", left, FINISH_TIMEOUT_S)
+                logger.warning("actor(s) %s sent no last message within %g s", left, wait)
             finished = True
         return write_result(
             self.exp,

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ding_dist.comm import allgather_object, broadcast_object, health_check
+from ding_dist.data.reshard import reshard_states
 from ding_dist.entry.experiment import Experiment
 from ding_dist.entry.services.counters import Counters
 from ding_dist.entry.services.run_folder import find_run_config
@@ -146,30 +147,60 @@ class Checkpointing:
         return state, counters
 
     def restore(self, state: dict, policy: Any, buffer: Any, counters: Counters) -> None:
-        """The policy, this rank's RNG state and replay buffer (when the checkpoint's world matches) from ``state``."""
+        """The policy, this rank's RNG state and replay buffer from ``state``. A checkpoint of another world size
+        keeps the policy, counters and schedules; RNG streams start afresh (this segment's seeds), and a
+        data-parallel run's replay is re-sharded over the new ranks (:mod:`ding_dist.data.reshard`): every stored
+        transition kept, none duplicated."""
         load_policy_state(policy, state, self.path, self.exp.policy_type)
         slot = self.rng_slot
-        same_world = slot is not None and len(state["rng"]) == slot[1]
+        old_world = len(state["rng"])
+        same_world = slot is not None and old_world == slot[1]
         if same_world:
             restore_rng_state(state["rng"][slot[0]])
         elif slot is not None:
-            logger.warning(
-                "checkpoint was written by %d ranks, running %d: RNGs and replay buffers start fresh",
-                len(state["rng"]),
-                slot[1],
-            )
+            logger.warning("checkpoint was written by %d rank(s), running %d: RNG streams start afresh", old_world,
+                           slot[1])  # fmt: skip
         if buffer is not None and same_world:
-            self._restore_replay(buffer, counters.env_steps)
+            found = self._replay_state(self.exp.rank, counters.env_steps)
+            if found is not None:
+                buffer.load_state_dict(found[1])
+                logger.info("replay buffer restored from %s (%d transitions)", found[0], len(buffer))
+        elif buffer is not None and slot is not None:
+            self._reshard_replay(buffer, state, old_world, slot[1], counters.env_steps)
         logger.info("resumed at env step %d, train iter %d", counters.env_steps, policy.train_iter)
 
-    def _replay_path(self, ckpt_dir: Path, previous: bool = False) -> Path:
-        return ckpt_dir / f"replay_rank{self.exp.rank}{'.prev' if previous else ''}.pt"
+    def _reshard_replay(self, buffer: Any, state: dict, old_world: int, world: int, env_steps: int) -> None:
+        """This rank's share of every old rank's replay (data-parallel runs: the env slots are regrouped)."""
+        if "roles" in state or self.exp.roles is not None or not self._saves_replay:
+            if self._saves_replay:
+                logger.warning("the replay of a run of other roles is not re-sharded: the buffer starts empty")
+            return
 
-    def _restore_replay(self, buffer: Any, env_steps: int) -> None:
-        """Load this rank's replay file of the checkpoint's env step (the newest file or the previous one)."""
+        def load(q: int) -> dict:
+            found = self._replay_state(q, env_steps)
+            if found is None:
+                raise FileNotFoundError(f"no replay file of rank {q} at env step {env_steps}")
+            return found[1]
+
+        try:
+            mine = reshard_states(load, self.exp.rank, world, old_world, rows_capacity=buffer.rows_capacity)
+            buffer.load_state_dict(mine)
+        except (FileNotFoundError, ValueError) as e:
+            logger.warning("replay buffers of %d rank(s) cannot be re-sharded over %d (%s): the buffer starts empty",
+                           old_world, world, e)  # fmt: skip
+            return
+        logger.info("replay re-sharded from %d rank(s) over %d: %d transitions on this rank", old_world, world,
+                    len(buffer))  # fmt: skip
+
+    def _replay_path(self, ckpt_dir: Path, rank: int, previous: bool = False) -> Path:
+        return ckpt_dir / f"replay_rank{rank}{'.prev' if previous else ''}.pt"
+
+    def _replay_state(self, rank: int, env_steps: int) -> tuple[Path, dict] | None:
+        """Rank ``rank``'s replay state of the checkpoint's env step (its newest file or the previous one), or None
+        (with a warning when the run saves its replay)."""
         ckpt_dir = self.path.parent
         found = []
-        for path in (self._replay_path(ckpt_dir), self._replay_path(ckpt_dir, previous=True)):
+        for path in (self._replay_path(ckpt_dir, rank), self._replay_path(ckpt_dir, rank, previous=True)):
             if not path.is_file():
                 continue
             try:
@@ -178,17 +209,17 @@ class Checkpointing:
                 logger.warning("skipping unusable replay buffer file: %s", e)
                 continue
             if saved.get("env_steps") == env_steps:
-                buffer.load_state_dict(saved["buffer"])
-                logger.info("replay buffer restored from %s (%d transitions)", path, len(buffer))
-                return
+                return path, saved["buffer"]
             found.append(f"{path.name} (env step {saved.get('env_steps')})")
         if found or self._saves_replay:
             logger.warning(
-                "no replay buffer file of env step %d in %s (found: %s): the buffer starts empty",
+                "no replay buffer file of rank %d at env step %d in %s (found: %s): the buffer starts empty",
+                rank,
                 env_steps,
                 ckpt_dir,
                 ", ".join(found) or "none",
             )
+        return None
 
     # --- saving ---------------------------------------------------------------------------------------
     @property
@@ -217,9 +248,9 @@ class Checkpointing:
         rng = capture_rng_state()
         c = counters
         if buffer is not None and self._saves_replay:
-            current = self._replay_path(self.manager.directory)
+            current = self._replay_path(self.manager.directory, self.exp.rank)
             if current.is_file() and self._replay_saved_at != c.env_steps:  # a second save of a step replaces
-                os.replace(current, self._replay_path(self.manager.directory, previous=True))
+                os.replace(current, self._replay_path(self.manager.directory, self.exp.rank, previous=True))
             save_checkpoint({"env_steps": c.env_steps, "buffer": buffer.state_dict()}, current)
             self._replay_saved_at = c.env_steps
         rng_states = allgather_object(rng, group=self.group)  # every rank's RNG, so resume restores each

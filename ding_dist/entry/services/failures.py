@@ -24,7 +24,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ding_dist.comm import CollectiveMismatchError, DeadRankError, DesyncError, check_consistency, health_check
+import torch
+
+from ding_dist.comm import (
+    CollectiveMismatchError,
+    DeadRankError,
+    DesyncError,
+    allreduce,
+    check_consistency,
+    health_check,
+    side_group,
+)
 from ding_dist.comm.callers import raised_in_comm
 from ding_dist.entry.services.metrics import weight_averaging_models
 from ding_dist.envs import close_vec_env
@@ -34,6 +44,8 @@ __all__ = [
     "DEBUG_CHECK_EVERY",
     "EXIT_SIGTERM",
     "PEER_FAILURE",
+    "PREEMPT_GRACE_S",
+    "Preemption",
     "close_workers",
     "consistency_check",
     "diagnose",
@@ -188,3 +200,82 @@ def consistency_check(policy: Any, group: Any = None) -> None:
     if weight_averaging_models(policy):
         return
     check_consistency({k: t.detach() for k, t in policy.named_weights().items()}, group=group)
+
+
+#: Seconds a preempted run has, from the first SIGTERM/SIGUSR1, to stop with its checkpoint (torchrun's agent
+#: SIGKILLs its workers 30 s after its SIGTERM); past that, or at a second signal, it exits at once.
+PREEMPT_GRACE_S = 25.0
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+class Preemption:
+    """SIGTERM or SIGUSR1 (what SLURM's ``--signal=USR1@90`` sends before a time limit, and Kubernetes before an
+    eviction) as a request to stop at the end of an iteration, with a checkpoint of that step.
+
+    Inside the context the signals only set a flag. :meth:`requested` is called once per iteration on every rank
+    that learns: the ranks agree through a pipelined max-allreduce of one flag on the side group (gloo, host
+    memory: it never waits for a device), so they all stop after the same iteration, one iteration after the first
+    rank saw a signal. A second signal, or ``grace_s`` seconds without stopping, exits at once
+    (``SystemExit(143)``), as without this context. Outside the main thread it does nothing.
+
+    Example::
+
+        with Preemption(world=2) as preempted:
+            while training:
+                ...
+                if preempted.requested():
+                    break    # then checkpoint; preempted.signal_name says which signal
+    """
+
+    def __init__(self, group: Any = None, world: int = 1, grace_s: float = PREEMPT_GRACE_S) -> None:
+        self.group, self.world, self.grace_s = group, world, float(grace_s)
+        self.signal_name: str | None = None  # the first signal received
+        self._flag = torch.zeros(1)
+        self._pending: Any = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Preemption:
+        if threading.current_thread() is threading.main_thread():
+            for sig in _STOP_SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            for sig, handler in self._previous.items():
+                signal.signal(sig, handler)
+            self._previous = {}
+        if self._pending is not None:
+            try:
+                self._pending.wait()  # an exchange still in flight: every rank posted it, so it completes
+            except Exception:  # a peer is gone: nothing to agree on any more
+                pass
+            self._pending = None
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.signal_name is not None:
+            raise SystemExit(EXIT_SIGTERM)
+        self.signal_name = signal.Signals(signum).name
+        logger.warning("%s: stopping after this iteration with a checkpoint (a second signal stops at once)",
+                       self.signal_name)  # fmt: skip
+        signal.signal(signal.SIGALRM, self._on_timeout)
+        signal.setitimer(signal.ITIMER_REAL, self.grace_s)
+
+    def _on_timeout(self, signum: int, frame: Any) -> None:
+        logger.warning("no checkpoint within %g s of %s: stopping at once", self.grace_s, self.signal_name)
+        raise SystemExit(EXIT_SIGTERM)
+
+    def requested(self) -> bool:
+        """True when every rank stops now (call it once per iteration, on every rank, at the same point)."""
+        if self.world == 1:
+            return self.signal_name is not None
+        agreed = False
+        if self._pending is not None:  # the previous iteration's exchange: posted one iteration ago
+            self._pending.wait()
+            agreed = bool(self._flag[0] > 0)
+            self._pending = None
+        if not agreed:
+            self._flag[0] = float(self.signal_name is not None)
+            self._pending = allreduce(self._flag, op="max", group=side_group(self.group), async_op=True)
+        return agreed
