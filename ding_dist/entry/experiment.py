@@ -38,6 +38,7 @@ from ding_dist.envs import env_default_config
 from ding_dist.envs.seeding import RunSeeds
 from ding_dist.policy import Policy, get_policy_cls
 from ding_dist.utils.exp_lock import ExperimentInUseError, ExperimentLock
+from ding_dist.utils.fileio import atomic_write_text
 
 __all__ = [
     "ConfigArg",
@@ -50,6 +51,8 @@ __all__ = [
     "env_manager",
     "holds_run",
     "is_compiled",
+    "job_id",
+    "same_job",
     "load_config",
     "make_replay_buffer",
     "replay_capacity",
@@ -62,6 +65,10 @@ ConfigArg = str | os.PathLike | tuple[Mapping, Mapping] | EasyDict
 
 #: Set by torchrun's elastic agent in the workers it starts: 0 at first, then 1, 2, ... after restarts.
 RESTART_ENV = "TORCHELASTIC_RESTART_COUNT"
+#: Set by torchrun in the workers it starts: the job's rendezvous id (``--rdzv-id``; a fresh uuid per launch with
+#: ``--standalone`` and ``ding-dist --nproc``). A folder whose run was written by the same job is continued.
+JOB_ENV = "TORCHELASTIC_RUN_ID"
+JOB_FILE = ".job"
 #: Default bound (seconds) of the health checks before each evaluation and checkpoint.
 DEFAULT_HEALTH_TIMEOUT_S = 60.0
 
@@ -124,6 +131,33 @@ def holds_run(folder: str | os.PathLike) -> bool:
     return (folder / "result.json").exists() or any((folder / "ckpt").glob("ckpt_*.pt"))
 
 
+def job_id() -> str | None:
+    """This worker's torchrun job (its rendezvous id), or None outside torchrun or without an id.
+
+    Example::
+
+        job_id()  # None in a plain process; "my_job" under torchrun --rdzv-id my_job
+    """
+    job = os.environ.get(JOB_ENV, "")
+    return job if job and job.lower() != "none" else None  # torchrun's default rdzv id is the string "none"
+
+
+def same_job(folder: str | os.PathLike) -> bool:
+    """True when ``folder`` holds a run written by this worker's torchrun job: the job re-formed (an elastic node
+    joined or left, or a SLURM requeue launched it again with the same ``--rdzv-id``) and continues that run.
+
+    Example::
+
+        same_job("runs/cartpole_dqn")  # False in a plain process
+    """
+    job = job_id()
+    marker = Path(folder) / JOB_FILE
+    try:
+        return job is not None and holds_run(folder) and marker.read_text(encoding="utf-8").strip() == job
+    except OSError:
+        return False
+
+
 def default_exp_dir(exp_name: str) -> Path:
     """``runs/<exp_name>``, or ``runs/<exp_name>_<yymmdd_HHMMSS>`` when that folder already holds a run.
 
@@ -132,7 +166,7 @@ def default_exp_dir(exp_name: str) -> Path:
         default_exp_dir("cartpole_dqn")  # Path("runs/cartpole_dqn") the first time
     """
     base = Path("runs") / exp_name
-    if not holds_run(base):
+    if not holds_run(base) or same_job(base):
         return base
     stamped = base.with_name(f"{base.name}_{time.strftime('%y%m%d_%H%M%S')}")
     logger.info("%s already holds a run; this one goes to %s (resume=%s continues the old one)", base, stamped, base)
@@ -176,6 +210,7 @@ class Experiment:
     max_env_steps: int | None = None
     health_timeout: float = DEFAULT_HEALTH_TIMEOUT_S
     restarts: int = 0
+    rejoined: bool = False
     _closed: bool = field(default=False, repr=False)
 
     @classmethod
@@ -202,7 +237,10 @@ class Experiment:
         roles = Roles.from_config(cfg.actor_learner, world)
         if exp_dir is None and resume is None:  # decided once, on rank 0: ranks must agree on the folder
             exp_dir = broadcast_object(default_exp_dir(cfg.exp_name) if rank == 0 else None)
-        elif resume is None and restarts == 0 and holds_run(exp_dir):
+        # An elastic re-form starts every worker with the restart count of its own agent (a joining node's is 0,
+        # and a membership change counts no restart): rank 0 decides from the folder's job for everyone.
+        rejoined = bool(broadcast_object(resume is None and same_job(exp_dir) if rank == 0 else None))
+        if resume is None and restarts == 0 and not rejoined and holds_run(exp_dir):
             raise FileExistsError(
                 f"exp_dir {str(exp_dir)!r} already holds a run (checkpoints or result.json): "
                 "resume it, or choose another folder"
@@ -210,7 +248,13 @@ class Experiment:
         folder = Path(exp_dir or resume)
         lock = _lock(folder, rank)
         return cls(cfg, folder, lock, roles, rank, world, None if resume is None else Path(resume), max_env_steps,
-                   float(health_timeout), restarts)  # fmt: skip
+                   float(health_timeout), restarts, rejoined)  # fmt: skip
+
+    @property
+    def continues(self) -> bool:
+        """This segment continues the folder's run from its newest checkpoint: torchrun restarted the workers
+        (``--max-restarts``) or the job re-formed at another size (:attr:`rejoined`)."""
+        return self.restarts > 0 or self.rejoined
 
     def seeds(self, start_step: int) -> RunSeeds:
         """The seed streams of this segment (the run seed, the restart, the env step it starts from): a resume
@@ -246,11 +290,14 @@ class Experiment:
 
 def _lock(folder: Path, rank: int) -> ExperimentLock:
     """Rank 0 creates the folder and takes its lock; every rank raises if another live run holds it."""
-    lock = ExperimentLock(folder)
+    lock = ExperimentLock(folder, job=job_id())
     error = None
     if rank == 0:
         try:
             lock.acquire()
+            job = job_id()
+            if job is not None:  # the folder's run belongs to this job: a re-formed job continues it (same_job)
+                atomic_write_text(folder / JOB_FILE, job + "\n")
         except ExperimentInUseError as e:
             error = str(e)
     error = broadcast_object(error)

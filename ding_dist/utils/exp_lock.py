@@ -3,7 +3,9 @@
 The lock file ``<exp_dir>/.lock`` names the holder's pid, host and start time. A second run into the same
 folder is refused with one line naming the holder; a lock left by a process that died on this host
 (SIGKILL, power loss of a worker, a torchrun restart) is detected as stale and taken over. A lock held
-from another host cannot be probed: the message says which file to delete if that run is gone.
+from another host cannot be probed: the message says which file to delete if that run is gone, unless it names
+the same torchrun job (``job``: its rendezvous id): an elastic job that re-forms after a node left is the lock's
+own run, and takes it over.
 
 Example::
 
@@ -41,9 +43,10 @@ class ExperimentLock:
         lock.release()
     """
 
-    def __init__(self, folder: str | os.PathLike) -> None:
+    def __init__(self, folder: str | os.PathLike, job: str | None = None) -> None:
         self.folder = Path(folder)
         self.path = self.folder / LOCK_NAME
+        self.job = job
         self._held = False
 
     def _holder(self) -> dict | None:
@@ -58,6 +61,8 @@ class ExperimentLock:
         """Create the lock file or raise :class:`ExperimentInUseError`; a stale lock is taken over."""
         self.folder.mkdir(parents=True, exist_ok=True)
         me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        if self.job is not None:
+            me["job"] = self.job
         for _ in range(3):
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
@@ -65,6 +70,11 @@ class ExperimentLock:
                 holder = self._holder()
                 if holder is None:
                     continue  # released between our open and our read: try again
+                if self.job is not None and holder.get("job") == self.job:  # this job, before it re-formed
+                    logger.warning("%s: lock of this job's earlier round (pid %s on %s); taking it over", self.path,
+                                   holder.get("pid"), holder.get("host"))  # fmt: skip
+                    self.path.unlink(missing_ok=True)
+                    continue
                 if holder.get("host") == me["host"] and isinstance(holder.get("pid"), int):
                     from ding_dist.comm.processes import pid_alive  # here: ding_dist.comm imports torch
 

@@ -340,7 +340,10 @@ def _train(args: argparse.Namespace) -> int:
         args.nproc = 1 if resumed is None or _under_launcher() else _resumed_world(args, resumed)
     if args.exp_dir is not None and Path(args.exp_dir).exists() and not Path(args.exp_dir).is_dir():
         raise UsageError(f"--exp-dir {args.exp_dir!r} exists and is not a folder")
-    if args.exp_dir is not None and args.resume is None and not _under_launcher() and pipeline.holds_run(args.exp_dir):
+    if args.nnodes is not None and args.exp_dir is None and args.resume is None:
+        raise UsageError("--nnodes needs --exp-dir: the experiment folder every node of the job shares")
+    if (args.exp_dir is not None and args.resume is None and not _under_launcher() and pipeline.holds_run(args.exp_dir)
+            and not _elastic_job_folder(args)):  # fmt: skip
         raise UsageError(
             f"--exp-dir {args.exp_dir!r} already holds a run: add --resume {args.exp_dir} to continue it, "
             "or choose another folder"
@@ -371,13 +374,33 @@ def _train(args: argparse.Namespace) -> int:
             if os.environ.get(ERROR_FILE_ENV):
                 return _run_recorded_rank(args, cfg)
             return _run_rank(args, cfg)
-        if args.nproc > 1 or args.max_restarts > 0:
+        if args.nnodes is not None:  # this node's part of an elastic multi-node job
+            from ding_dist.entry.cli.elastic_launch import launch_elastic
+
+            exp_dir = Path(args.exp_dir or args.resume).resolve()
+            code = launch_elastic(args, cfg, args.nproc, exp_dir, _child_argv(args, config, exp_dir))
+        elif args.nproc > 1 or args.max_restarts > 0:
             _check_local_world(cfg, args.nproc)
             exp_dir = Path(args.exp_dir or args.resume or pipeline.default_exp_dir(cfg.exp_name)).resolve()
             code = launch_local(args.nproc, args.max_restarts, _child_argv(args, config, exp_dir), main)
         else:
             code = _run_rank(args, cfg)
     return _requeue(code) if getattr(args, "requeue", False) else code
+
+
+def _elastic_job_folder(args: argparse.Namespace) -> bool:
+    """``--nnodes``: True when ``--exp-dir`` holds the run of this very job (its id in the folder), which a node
+    that joins, or a job started again with the same id, continues."""
+    from ding_dist.entry.cli.elastic_launch import job_id_for
+    from ding_dist.entry.experiment import JOB_FILE
+
+    if args.nnodes is None:
+        return False
+    folder = Path(args.exp_dir)
+    try:
+        return (folder / JOB_FILE).read_text(encoding="utf-8").strip() == job_id_for(args, folder.resolve())
+    except OSError:
+        return False
 
 
 def _check_writable(folder: str | os.PathLike, args: argparse.Namespace) -> None:

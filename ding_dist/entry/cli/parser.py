@@ -202,6 +202,18 @@ def _add_overrides(parser: argparse.ArgumentParser, help: str) -> None:
                         default=[], help=help)  # fmt: skip
 
 
+def _nnodes(text: str) -> tuple[int, int]:
+    """``--nnodes N`` or ``MIN:MAX`` as ``(MIN, MAX)`` with 1 <= MIN <= MAX."""
+    parts = text.split(":")
+    try:
+        low, high = (int(parts[0]), int(parts[-1])) if len(parts) in (1, 2) else (0, 0)
+    except ValueError:
+        low = high = 0
+    if not 1 <= low <= high:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected N or MIN:MAX with 1 <= MIN <= MAX, e.g. 1:4")
+    return low, high
+
+
 def _run_options() -> argparse.ArgumentParser:
     """The options of a training run, shared by train and resume (a parent parser)."""
     shared = _Parser(add_help=False, allow_abbrev=False)
@@ -256,6 +268,41 @@ def _run_options() -> argparse.ArgumentParser:
         default=0,
         help="restart all ranks up to K times after a failure, continuing from the newest complete checkpoint "
         "(runs under torchrun, also with --nproc 1)",
+    )
+    elastic = shared.add_argument_group("elastic multi-node runs (torchrun's c10d rendezvous; docs/launching.md)")
+    elastic.add_argument(
+        "--nnodes",
+        metavar="MIN:MAX",
+        type=_nnodes,
+        default=None,
+        help="run this node as one of MIN to MAX nodes, each with --nproc processes (default 1): nodes may join "
+        "and leave, and the job re-forms at the new size from its newest checkpoint (needs --rdzv-endpoint)",
+    )
+    elastic.add_argument(
+        "--rdzv-endpoint",
+        metavar="HOST:PORT",
+        default=None,
+        help="with --nnodes: the rendezvous store every node reaches (one node serves it)",
+    )
+    elastic.add_argument(
+        "--rdzv-id",
+        metavar="ID",
+        default=None,
+        help="with --nnodes: the job's id, the same on every node (default $SLURM_JOB_ID, else the experiment "
+        "folder's name); a job started again with it continues its folder's run",
+    )
+    elastic.add_argument(
+        "--node-addr",
+        metavar="ADDR",
+        default=None,
+        help="with --nnodes: the address other nodes reach this one at (default: its hostname)",
+    )
+    elastic.add_argument(
+        "--rdzv-host",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="with --nnodes: whether this node serves the rendezvous store (auto: the node whose address the "
+        "endpoint names; say yes/no when several nodes share one machine)",
     )
     shared.add_argument(
         "--debug",

@@ -4,8 +4,10 @@ Saving: a health check, each learning rank's replay file (if configured), then r
 its type, counters, the run's ``max_env_steps``, every learning rank's RNG state, the world it came from),
 written atomically. Resuming: rank 0 picks one file and every rank loads that same file (no rank can see a
 different newest one). With ``resume=EXP_DIR`` it is the newest loadable checkpoint of ``EXP_DIR/ckpt``; in
-workers restarted by torchrun (``TORCHELASTIC_RESTART_COUNT > 0``) the newest complete checkpoint of the run's
-own folder wins. :func:`load_policy_state` loads one into a policy or says in one line why it cannot.
+workers restarted by torchrun (``TORCHELASTIC_RESTART_COUNT > 0``), and in a torchrun job that re-formed at
+another size (an elastic node joined or left: the folder's run is this job's, ``Experiment.rejoined``), the newest
+complete checkpoint of the run's own folder wins, re-sharded over the new world. :func:`load_policy_state` loads
+one into a policy or says in one line why it cannot.
 
 Example::
 
@@ -111,13 +113,14 @@ class Checkpointing:
     def _choose(self) -> tuple[str | None, str | None]:
         """(checkpoint to continue from or None, error or None); rank 0 decides for everyone."""
         exp = self.exp
-        if exp.restarts > 0:
+        if exp.continues:
+            how = f"restart {exp.restarts}" if exp.restarts else f"job re-formed with {exp.world} process(es)"
             newest = self.manager.latest(move_aside=True)
             if newest is not None:
-                logger.warning("restart %d: continuing from %s", exp.restarts, newest)
+                logger.warning("%s: continuing from %s", how, newest)
                 return str(newest), None
             if exp.resume is None:
-                logger.warning("restart %d: no complete checkpoint in %s, starting over", exp.restarts,
+                logger.warning("%s: no complete checkpoint in %s, starting over", how,
                                self.manager.directory)  # fmt: skip
                 return None, None
         if exp.resume is None:
