@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ding_dist.utils import load_checkpoint
+from ding_dist.utils import CheckpointManager, load_checkpoint
 
 SEEDS = [int(s) for s in (sys.argv[1] if len(sys.argv) > 1 else "0,1,2").split(",")]
 SEGMENT = int(sys.argv[2]) if len(sys.argv) > 2 else 6144
@@ -42,12 +42,19 @@ def result(folder: Path) -> dict:
 
 
 def replay_size(folder: Path) -> int:
+    """Transitions in the replay files of the newest checkpoint's ranks at its env step (a file of a rank beyond
+    the current world, left by an earlier larger one, belongs to an older checkpoint)."""
+    state = CheckpointManager(folder / "ckpt").load_latest()
+    world, step = len(state["rng"]), int(state["counters"]["env_steps"])
     total = 0
-    for path in sorted((folder / "ckpt").glob("replay_rank*.pt")):
-        if ".prev" in path.name:
-            continue
-        state = load_checkpoint(path)["buffer"]
-        total += int(state["rows"]) * int(state["shape"][1])
+    for rank in range(world):
+        for name in (f"replay_rank{rank}.pt", f"replay_rank{rank}.prev.pt"):
+            saved = load_checkpoint(folder / "ckpt" / name)
+            if saved["env_steps"] == step:
+                total += int(saved["buffer"]["rows"]) * int(saved["buffer"]["shape"][1])
+                break
+        else:
+            raise RuntimeError(f"no replay file of rank {rank} at env step {step} in {folder}")
     return total
 
 
@@ -74,7 +81,8 @@ def main() -> None:
     for seed, sizes, after, final_a, final_b in rows:
         print(f"{seed} | {sizes} | {after} | {final_a} vs {final_b}")
     finals = [r[3] for r in rows], [r[4] for r in rows]
-    print(f"median final return: resized {statistics.median(finals[0]):.1f}, 4 throughout {statistics.median(finals[1]):.1f}")
+    medians = statistics.median(finals[0]), statistics.median(finals[1])
+    print(f"median final return: resized {medians[0]:.1f}, 4 throughout {medians[1]:.1f}")
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ CONFIGS = {
 # Sizes of the full run (one GPU, <= 8 minutes for everything with the wheel install) and of --quick (CPU CI, tiny).
 SIZES: dict[str, dict[str, int]] = {
     "full": dict(
+        zoo_steps=1024,
         dqn_steps=4096,
         ppo_steps=4096,
         sac_steps=3072,
@@ -79,6 +80,7 @@ SIZES: dict[str, dict[str, int]] = {
         launch_timeout=140,
     ),
     "quick": dict(
+        zoo_steps=128,
         dqn_steps=512,
         ppo_steps=512,
         sac_steps=256,
@@ -298,6 +300,39 @@ def check_pipeline(ctx: Ctx, check_id: str, algo: str, spec: str) -> list[dict[s
     if algo == "auto":
         name = f"pipeline PPO 1 process, policy.device=auto -> {expected}"
     return [row(check_id, name, figure)]
+
+
+# The policies of DI-engine's zoo beyond the four above: (config, overrides that keep a short run short).
+_OFF_POLICY = ["policy.learn.learning_starts=64", "policy.learn.update_per_collect=4", *_QUICK_EVAL]
+ZOO: dict[str, tuple[str, list[str]]] = {
+    "c51": ("cartpole_c51_config.py", _OFF_POLICY),
+    "qrdqn": ("cartpole_qrdqn_config.py", _OFF_POLICY),
+    "mdqn": ("cartpole_mdqn_config.py", _OFF_POLICY),
+    "iqn": ("cartpole_iqn_config.py", _OFF_POLICY),
+    "rainbow": ("cartpole_rainbow_config.py", _OFF_POLICY),  # prioritized replay, noisy layers
+    "td3": ("pendulum_td3_config.py", _OFF_POLICY),
+    "ddpg": ("pendulum_ddpg_config.py", _OFF_POLICY),
+    "a2c": ("cartpole_a2c_config.py", _QUICK_EVAL),
+    "pg": ("cartpole_pg_config.py", [*_QUICK_EVAL, "policy.collect.n_episode=2"]),
+}
+
+
+def check_zoo(ctx: Ctx) -> list[dict[str, str]]:
+    """Each policy of :data:`ZOO` trained briefly in this process on the device under test (one row each): its
+    networks, replay (prioritized for Rainbow) and per-update draws on CUDA."""
+    from ding_dist.entry import train
+
+    steps, rows = ctx.size("zoo_steps"), []
+    for i, (algo, (config, quick)) in enumerate(ZOO.items()):
+        spec = "cuda" if ctx.cuda else "cpu"
+        overrides = [*quick, "env.stop_value=1e9", f"policy.device={spec}"]
+        with policy_device_log() as seen:
+            result = train(str(REPO / "configs" / config), seed=0, overrides=overrides,
+                           exp_dir=ctx.scratch(f"zoo_{algo}"), max_env_steps=steps)  # fmt: skip
+        expected = _expected_device(spec)
+        assert seen.devices and seen.devices[0] == expected, f"{algo}: policy on {seen.devices}, expected {expected}"
+        rows.append(row(f"p{i + 1}", f"pipeline {algo} 1 process", f"{_check_result(result, steps, 1)}; on {expected}"))
+    return rows
 
 
 # ------------------------------------------------------------------------ (b) 2 ranks on one device, gloo
@@ -1489,6 +1524,7 @@ CHECKS: dict[str, tuple[str, Callable[..., list[dict[str, str]]], tuple, list[st
     "a3": ("pipeline SAC", check_pipeline, ("a3", "sac", "{device}"), ["a3"]),
     "a4": ("pipeline PPO, policy.device=auto", check_pipeline, ("a4", "auto", "auto"), ["a4"]),
     "a5": ("pipeline IMPALA", check_pipeline, ("a5", "impala", "{device}"), ["a5"]),
+    "p1": ("pipelines of the other policies", check_zoo, (), [f"p{i + 1}" for i in range(len(ZOO))]),
     "b1": ("2 gloo ranks: engine vs torch DDP, ding-dist train", check_gloo_pair, (), ["b1", "b2", "e1", "e2", "b5"]),
     "b4": ("pytest tests/comm/test_devices.py", check_pytest_devices, (), ["b4"]),
     "b6": ("ding-dist train --nproc 2 (torchrun)", check_cli_torchrun, (), ["b6"]),

@@ -14,6 +14,11 @@ A frozen process stops all its threads, so its counter stops. Who watches the co
 its main thread keeps beating (the collective timeout and the health check find it). Settings:
 ``$DING_DIST_HEARTBEAT_S`` (period, default 2 s; 0 turns the heartbeat off) and
 ``$DING_DIST_HEARTBEAT_GRACE_S`` (default 10 s), or the arguments. See docs/reliability.md.
+
+A rank starts in the "starting" phase (imports, envs, networks: the part a machine with more processes than
+cores stretches most) and says when its training loop begins (:func:`heartbeat_running`); until then it is
+judged with :func:`startup_grace`, the grace scaled by the local processes per CPU core, and from then on with
+the plain grace, so a rank frozen in training is still found in seconds.
 """
 
 from __future__ import annotations
@@ -41,12 +46,15 @@ from .processes import pid_alive
 from .settings import HEARTBEAT_ENV, HEARTBEAT_GRACE_ENV, resolve_heartbeat, running_settings
 
 __all__ = [
+    "STARTUP_GRACE_ENV",
     "STORE_ENV",
     "Heartbeat",
     "HeartbeatMonitor",
     "current_heartbeat",
+    "heartbeat_running",
     "heartbeat_scope",
     "start_heartbeat",
+    "startup_grace",
     "stop_heartbeat",
     "watch_heartbeats",
 ]
@@ -55,6 +63,10 @@ logger = logging.getLogger(__name__)
 
 #: ``host:port`` of the store a launcher serves and watches; set by the launcher for its ranks.
 STORE_ENV = "DING_DIST_HEARTBEAT_STORE"
+#: The grace of a rank still starting (seconds); set by the launcher for its ranks, else :func:`startup_grace`.
+STARTUP_GRACE_ENV = "DING_DIST_HEARTBEAT_STARTUP_GRACE_S"
+#: Processes per CPU core up to which a starting rank gets the plain grace.
+_PER_CORE_AT_PLAIN_GRACE = 2
 KEY_PREFIX = "ding_dist/heartbeat/"
 #: Exit code of a rank that ends itself because a peer stopped beating (no launcher watches).
 EXIT_FROZEN_PEER = 1
@@ -73,10 +85,38 @@ def _split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _frozen_message(rank: int, world_size: int, silent_s: float, grace: float) -> str:
+def _cpu_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def startup_grace(grace: float, nproc: int, cores: int | None = None) -> float:
+    """The heartbeat grace of a rank still starting, for ``nproc`` local processes on ``cores`` CPU cores (default:
+    this process's): ``grace`` up to 2 processes per core, then in proportion to the processes per core (start-up
+    of 64 processes on 2 cores takes minutes; each one's heartbeat thread gets a 32nd of a core).
+
+    Example:
+        >>> startup_grace(10.0, nproc=2, cores=2), startup_grace(10.0, nproc=16, cores=2)
+        (10.0, 40.0)
+    """
+    cores = _cpu_cores() if cores is None else cores
+    return float(grace) * max(1.0, nproc / max(1, cores) / _PER_CORE_AT_PLAIN_GRACE)
+
+
+def _startup_grace_from_env(grace: float, nproc: int) -> float:
+    raw = os.environ.get(STARTUP_GRACE_ENV, "")
+    try:
+        return max(float(raw), grace) if raw else startup_grace(grace, nproc)
+    except ValueError:
+        return startup_grace(grace, nproc)
+
+
+def _frozen_message(rank: int, world_size: int, silent_s: float, grace: float, starting: bool = False) -> str:
+    which = (
+        f"start-up grace {grace:g} s, {STARTUP_GRACE_ENV}" if starting else f"grace {grace:g} s, {HEARTBEAT_GRACE_ENV}"
+    )
     return (
         f"rank {rank} of {world_size} stopped making progress: no heartbeat for {silent_s:.1f} s "
-        f"(grace {grace:g} s, {HEARTBEAT_GRACE_ENV}); it is frozen (e.g. SIGSTOP) or hung in code that holds the GIL"
+        f"({which}); it is frozen (e.g. SIGSTOP) or hung in code that holds the GIL"
     )
 
 
@@ -101,12 +141,16 @@ class Heartbeat:
     ) -> None:
         self.store, self.rank, self.world_size = store, rank, world_size
         self.period, self.grace, self.watch = period, grace, watch
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0) or world_size
+        self.startup_grace = _startup_grace_from_env(grace, local)  # for peers still starting
+        self.phase = "starting"  # "running" once the training loop begins (heartbeat_running)
         self.store_rank, self.address = store_rank, address  # the rank serving the store (None: a launcher)
         self.generation = int(os.environ.get(_RESTART_ENV, "0") or 0)
         self.beats = 0
         self._pid, self._host = os.getpid(), socket.gethostname()
         self._stop = threading.Event()
         self._seen: dict[int, tuple[int, float]] = {}  # peer -> (its counter, when it last changed)
+        self._starting: set[int] = set()  # peers whose last beat said they are still starting
         self._busy_since: float | None = None  # when the store call in progress began
         self._failing = False  # the last store call failed at once: its server is gone, we know nothing
         self._threads: list[threading.Thread] = []
@@ -135,7 +179,14 @@ class Heartbeat:
     # --- the beating thread ------------------------------------------------------------------------
     def _value(self, state: str) -> str:
         return json.dumps(
-            {"seq": self.beats, "pid": self._pid, "host": self._host, "state": state, "gen": self.generation}
+            {
+                "seq": self.beats,
+                "pid": self._pid,
+                "host": self._host,
+                "state": state,
+                "gen": self.generation,
+                "phase": self.phase,
+            }  # fmt: skip
         )
 
     def _beat_loop(self) -> None:
@@ -170,6 +221,10 @@ class Heartbeat:
             peer, beat = int(key[len(KEY_PREFIX) :]), json.loads(raw)
             if beat.get("gen") != self.generation:
                 continue  # left by an earlier generation of the job (before a restart)
+            if beat.get("phase") == "starting":
+                self._starting.add(peer)
+            else:
+                self._starting.discard(peer)
             if beat.get("state") != "alive":
                 self._seen.pop(peer, None)
             elif peer not in self._seen or self._seen[peer][0] != beat["seq"]:
@@ -193,7 +248,7 @@ class Heartbeat:
         now = time.monotonic() if now is None else now
         busy = self._busy_since
         store_silent = 0.0 if busy is None else now - busy
-        silent = sorted(r for r, (_, changed) in list(self._seen.items()) if now - changed > self.grace)
+        silent = sorted(r for r, (_, changed) in list(self._seen.items()) if now - changed > self._grace_of(r))
         host = self.store_rank
         if store_silent > self.grace or (silent and store_silent > 2 * self.period):
             if host is not None and host != self.rank:
@@ -203,8 +258,14 @@ class Heartbeat:
                 return f"the heartbeat store at {self.address} has not answered for {store_silent:.1f} s", []
         if not silent or self._failing:
             return None
-        lines = [_frozen_message(r, self.world_size, now - self._seen[r][1], self.grace) for r in silent]
+        lines = [
+            _frozen_message(r, self.world_size, now - self._seen[r][1], self._grace_of(r), r in self._starting)
+            for r in silent
+        ]
         return "; ".join(lines), silent
+
+    def _grace_of(self, peer: int) -> float:
+        return self.startup_grace if peer in self._starting else self.grace
 
     def _end_rank(self, message: str, ranks: list[int]) -> None:
         """No launcher watches: end this rank, so the launcher ends the job (its main thread may be blocked in a
@@ -305,6 +366,18 @@ def stop_heartbeat() -> None:
         beat.stop()
 
 
+def heartbeat_running() -> None:
+    """This rank's training loop begins: from its next beat on it is judged with the plain grace, not the start-up
+    one (:func:`startup_grace`). No-op without a heartbeat.
+
+    Example:
+        >>> heartbeat_running()
+    """
+    beat = _current
+    if beat is not None:
+        beat.phase = "running"
+
+
 def current_heartbeat() -> Heartbeat | None:
     """The running heartbeat of this process, or None.
 
@@ -363,7 +436,8 @@ def _kill_rank(rank: int, pid: int, message: str, prefix: str) -> None:
 class HeartbeatMonitor:
     """A launcher's watch over ``nproc`` ranks: serves the store they beat into and acts on a silent rank.
 
-    ``env()`` holds the variables the ranks need (the store's address and the same period and grace).
+    ``env()`` holds the variables the ranks need (the store's address and the same period and graces). A rank whose
+    beat says it is still starting is judged with :attr:`startup_grace` (:func:`startup_grace` of ``nproc``).
     ``poll()`` reads every rank's counter (rate-limited to twice a period, at most once a second) and calls
     ``on_stale(rank, pid, message)`` once for each rank on this host whose counter has not moved for
     ``grace`` seconds; by default it prints the message and SIGKILLs the rank. A rank counts from its first
@@ -389,6 +463,7 @@ class HeartbeatMonitor:
         self.period, self.grace = resolve_heartbeat(period, grace)
         if self.period == 0:
             raise ValueError(f"HeartbeatMonitor needs a heartbeat period > 0 ({HEARTBEAT_ENV}=0 turns it off)")
+        self.startup_grace = startup_grace(self.grace, nproc)  # for ranks whose beat says they are still starting
         self.interval = min(self.period / 2, 1.0)
         self._on_stale = on_stale or (lambda rank, pid, message: _kill_rank(rank, pid, message, prefix))
         self._store = dist.TCPStore(host, 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30))
@@ -403,8 +478,13 @@ class HeartbeatMonitor:
         self._thread: threading.Thread | None = None
 
     def env(self) -> dict[str, str]:
-        """Variables for the ranks: the store's address, the period and the grace."""
-        return {STORE_ENV: self.address, HEARTBEAT_ENV: repr(self.period), HEARTBEAT_GRACE_ENV: repr(self.grace)}
+        """Variables for the ranks: the store's address, the period, the grace and the start-up grace."""
+        return {
+            STORE_ENV: self.address,
+            HEARTBEAT_ENV: repr(self.period),
+            HEARTBEAT_GRACE_ENV: repr(self.grace),
+            STARTUP_GRACE_ENV: repr(self.startup_grace),
+        }
 
     def poll(self, now: float | None = None) -> list[int]:
         """Judge every rank once (when due); return the ranks newly found silent."""
@@ -424,12 +504,13 @@ class HeartbeatMonitor:
                 self._seen[rank] = (pid, seq, now)
                 continue
             silent_s = now - last[2]
-            if beat["state"] != "alive" or silent_s <= self.grace or pid in self._judged:
+            grace = self.startup_grace if beat.get("phase") == "starting" else self.grace
+            if beat["state"] != "alive" or silent_s <= grace or pid in self._judged:
                 continue
             if beat["host"] != self._host or not pid_alive(pid):
                 continue  # another host's, or gone: the launcher sees it exit
             self._judged.add(pid)
-            self.stale[rank] = _frozen_message(rank, self.nproc, silent_s, self.grace)
+            self.stale[rank] = _frozen_message(rank, self.nproc, silent_s, grace, beat.get("phase") == "starting")
             found.append(rank)
             self.killed[rank] = (pid, time.time())
             self._on_stale(rank, pid, self.stale[rank])

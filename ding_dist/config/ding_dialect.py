@@ -8,10 +8,10 @@ not only its name; where a value's unit differs it is converted (DI-engine count
 iterations, ding_dist in env steps), where DI-engine's default differs from ours the file gets DI-engine's
 (a DI-engine DQN file gets ``discount_factor=0.97``, MSE loss, no gradient clipping, ...). Keys that do
 not change training (``replay_path``, ``import_names``, env-manager tuning) are accepted and ignored with
-the reason; keys that would need a feature ding_dist lacks (prioritized replay, ``n_episode`` collection,
-``unroll_len > 1``) are refused with a :class:`~ding_dist.config.errors.ConfigError` naming the key, as is
-any key this module does not know (with the closest key it does). Every decision goes into a
-:class:`TranslationReport`, printed once per job on rank 0.
+the reason; keys that would need a feature ding_dist lacks for that policy (prioritized replay outside the
+Q-learning family, ``n_episode`` collection outside ``pg``, ``unroll_len > 1``) are refused with a
+:class:`~ding_dist.config.errors.ConfigError` naming the key, as is any key this module does not know (with the
+closest key it does). Every decision goes into a :class:`TranslationReport`, printed once per job on rank 0.
 
 Conversion of counts kept in train iterations (``eval_freq``, checkpoint and log hooks): DI-engine's serial
 pipelines run ``update_per_collect`` train iterations per collect of ``n_sample`` env steps (off-policy;
@@ -80,6 +80,10 @@ _reported: set[str] = set()
 _MISSING = object()
 #: A gradient-norm bound no gradient reaches: "no clipping" where the key's default is a float.
 NO_CLIP = 1e9
+#: Policies whose actions live in [-1, 1] and are mapped onto the env's Box bounds (DI-engine's ``act_scale=True``).
+_BOUNDS_MAPPED = ("sac", "td3", "ddpg")
+#: Policies that learn from whole episodes (``collect.n_episode``, DI-engine's episode collector).
+_EPISODE_POLICIES = ("pg",)
 
 
 @dataclass
@@ -310,9 +314,19 @@ def _create_section(t: _Translator) -> tuple[str, str | None]:
                 "has a uniform replay buffer ('naive', 'deque' or 'advanced' without priority)"
             )
         t.create_out["replay_buffer.type"] = "replay"
-        t.report.add("mapped", f"create_config.replay_buffer.type={rb!r} -> uniform replay buffer")
+        t.report.add("mapped", f"create_config.replay_buffer.type={rb!r} -> replay buffer (by policy.priority)")
     allowed = {"env.type", "env.import_names", "env_manager.type", "policy.type", "policy.import_names"}
     allowed |= {"replay_buffer.type", "replay_buffer.import_names"}
+    collector = c.get("collector.type")
+    if collector is not None:  # DI-engine's sample collector, or its episode collector for whole-episode policies
+        if collector not in ("sample", *(("episode",) if policy in _EPISODE_POLICIES else ())):
+            raise ConfigError(
+                f"DI-engine config key 'create_config.collector.type' = {collector!r} cannot be honoured: ding_dist "
+                "collects n_sample env steps per iteration ('episode' only for policies that learn from whole "
+                f"episodes: {sorted(_EPISODE_POLICIES)})"
+            )
+        allowed |= {"collector.type", "collector.import_names"}
+        t.report.add("mapped", f"create_config.collector.type={collector!r} -> rollouts of n_sample env steps")
     for path in c:
         if path not in allowed:
             close = difflib.get_close_matches(path, sorted(allowed), n=1, cutoff=0.5)
@@ -363,11 +377,14 @@ def _env_section(t: _Translator, env_type: str | None, policy: str) -> str:
         )
     act_scale = t.take("env.act_scale", _MISSING)
     if act_scale is not _MISSING:
-        if policy == "sac" and act_scale is True:
-            t.report.add("mapped", "env.act_scale=True: SAC maps its [-1, 1] actions onto the env's bounds, as here")
-        elif policy == "sac":
+        name = policy.upper()
+        if policy in _BOUNDS_MAPPED and act_scale is True:
+            t.report.add(
+                "mapped", f"env.act_scale=True: {name} maps its [-1, 1] actions onto the env's bounds, as here"
+            )
+        elif policy in _BOUNDS_MAPPED:
             raise ConfigError(
-                "DI-engine config key 'env.act_scale' = False cannot be honoured: ding_dist's SAC always maps its "
+                f"DI-engine config key 'env.act_scale' = False cannot be honoured: ding_dist's {name} always maps its "
                 "[-1, 1] actions onto the env's bounds"
             )
         else:
@@ -391,10 +408,11 @@ def _common_policy(t: _Translator, policy: str) -> None:
     if on_policy != TRANSLATORS[policy][1]:
         raise ConfigError(f"DI-engine config key 'policy.on_policy' = {on_policy!r} cannot be honoured for {policy}")
     for path in ("policy.priority", "policy.priority_IS_weight"):
-        t.require(path, (False,), "prioritized replay is not implemented in ding_dist")
+        if policy not in _PRIORITY_POLICIES:
+            t.require(path, (False,), f"prioritized replay is implemented for {sorted(_PRIORITY_POLICIES)} only")
     t.require("policy.multi_agent", (False,), "ding_dist has no multi-agent policies")
     t.require("policy.collect.unroll_len", (1,), "ding_dist learns from single transitions (unroll_len=1)")
-    if t.has("policy.collect.n_episode"):
+    if t.has("policy.collect.n_episode") and policy not in _EPISODE_POLICIES:
         raise ConfigError(
             "DI-engine config key 'policy.collect.n_episode' cannot be honoured: ding_dist collects a fixed number "
             "of env steps per iteration (did you mean 'policy.collect.n_sample'?)"
@@ -415,7 +433,13 @@ def _common_policy(t: _Translator, policy: str) -> None:
     t.ignore("policy.collect.collector.collect_print_freq", "progress is logged every other.log_freq env steps")
     for key in ("monitor", "periodic_thruput_seconds", "deepcopy", "enable_track_used_data", "type"):
         t.ignore_under(f"policy.other.replay_buffer.{key}", "replay-buffer bookkeeping, not sampling")
-    t.require("policy.other.replay_buffer.max_use", (float("inf"),), "samples are never evicted for use here")
+    max_use = t.take("policy.other.replay_buffer.max_use", float("inf"))
+    if max_use != float("inf"):  # DI-engine's pendulum DDPG file sets 16, which its sampling rate rarely reaches
+        t.report.add(
+            "differs",
+            f"policy.other.replay_buffer.max_use={short_repr(max_use)}: no per-sample use limit here; a sample "
+            "leaves the buffer when it is overwritten",
+        )
     t.same("policy.learn.batch_size")
     if t.has("policy.eval.evaluator.n_episode"):
         t.same("policy.eval.evaluator.n_episode", "env.n_evaluator_episode")
@@ -504,7 +528,22 @@ def _dqn(t: _Translator) -> None:
     t.default(
         "policy.other.replay_buffer.replay_buffer_size", "policy.other.replay_buffer.replay_buffer_size", 10000, d
     )
+    _priority(t, d)
     _iteration_counts(t, _int_at_least(t, "policy.learn.update_per_collect", upc, 1), n_sample, f"{upc} train iters")
+
+
+#: Policies whose translator maps DI-engine's prioritized replay (``policy.priority``, ``priority_IS_weight``).
+_PRIORITY_POLICIES = ("dqn", "c51", "qrdqn", "mdqn", "iqn", "rainbow")
+
+
+def _priority(t: _Translator, d: str, on: bool = False) -> None:
+    """DI-engine's prioritized replay keys, same meaning (its advanced buffer's alpha, beta and anneal_step, counted
+    in sample calls as ours); ``on``: the policy's DI-engine default for ``priority`` and ``priority_IS_weight``."""
+    t.default("policy.priority", "policy.priority", on, d)
+    t.default("policy.priority_IS_weight", "policy.priority_IS_weight", on, d)
+    for key, value in (("alpha", 0.6), ("beta", 0.4), ("anneal_step", 100_000)):
+        path = f"policy.other.replay_buffer.{key}"
+        t.default(path, path, value, "DI-engine's prioritized buffer default")
 
 
 @translates("ppo", on_policy=True)
@@ -634,6 +673,319 @@ def _sac(t: _Translator) -> None:
         "policy.other.replay_buffer.replay_buffer_size", "policy.other.replay_buffer.replay_buffer_size", 1_000_000, d
     )
     _iteration_counts(t, _int_at_least(t, "policy.learn.update_per_collect", upc, 1), n_sample, f"{upc} train iters")
+
+
+def _deterministic_actor_critic(t: _Translator, name: str, twin: bool, actor_every: int, noise: bool) -> None:
+    """TD3 and DDPG (DI-engine's DDPG policy with TD3's or DDPG's defaults): the same keys, different defaults."""
+    d = f"DI-engine's {name} default"
+    t.require("policy.action_space", ("continuous",), f"ding_dist's {name} acts on Box action spaces")
+    for path in ("policy.model.action_space", "policy.model.actor_head_type"):
+        t.require(path, ("regression",), f"ding_dist's {name} actor is deterministic (tanh regression)")
+    for path in ("policy.use_reward_batch_norm", "policy.reward_batch_norm"):
+        t.require(path, (False,), "rewards are not normalized here")
+    t.default("policy.model.twin_critic", "policy.model.twin_critic", twin, d)
+    actor = (t.take("policy.model.actor_head_hidden_size", 64), t.take("policy.model.actor_head_layer_num", 1))
+    critic = (t.take("policy.model.critic_head_hidden_size", 64), t.take("policy.model.critic_head_layer_num", 1))
+    actor_hidden, critic_hidden = [actor[0]] * (1 + actor[1]), [critic[0]] * (1 + critic[1])
+    t.put("policy.model.actor_hidden_sizes", actor_hidden)
+    t.put("policy.model.critic_hidden_sizes", critic_hidden)
+    t.put("policy.model.activation", "relu")
+    t.report.add(
+        "mapped",
+        f"policy.model head sizes -> actor_hidden_sizes={actor_hidden}, critic_hidden_sizes={critic_hidden} (ReLU)",
+    )
+    for key, value in (
+        ("learning_rate_actor", 1e-3),
+        ("learning_rate_critic", 1e-3),
+        ("target_theta", 0.005),
+        ("actor_update_freq", actor_every),
+        ("noise", noise),
+    ):
+        t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
+    if t.out["policy.learn.noise"]:  # target policy smoothing
+        t.default("policy.learn.noise_sigma", "policy.learn.noise_sigma", 0.2, d)
+        for key, value in (("min", -0.5), ("max", 0.5)):
+            t.default(f"policy.learn.noise_range.{key}", f"policy.learn.noise_range.{key}", value, d)
+    else:
+        for key in ("noise_sigma", "noise_range.min", "noise_range.max"):
+            t.ignore(f"policy.learn.{key}", "no target policy smoothing (learn.noise=False)")
+    t.default("policy.collect.noise_sigma", "policy.collect.noise_sigma", 0.1, d)
+    t.default("policy.learn.discount_factor", "policy.discount_factor", 0.99, d)
+    upc = t.default("policy.learn.update_per_collect", "policy.learn.update_per_collect", 1, d)
+    n_sample = t.default("policy.collect.n_sample", "policy.collect.n_sample", 1, d)
+    batch = t.out.get("policy.learn.batch_size", 256)
+    t.put("policy.learn.batch_size", batch)
+    random_collect = t.take("policy.random_collect_size", 25000)
+    starts = max(int(batch), int(random_collect))
+    t.put("policy.learn.learning_starts", starts)
+    t.report.add(
+        "converted",
+        f"policy.random_collect_size={random_collect} -> policy.learn.learning_starts={starts} (random actions)",
+    )
+    if t.take("policy.learn.ignore_done", False):
+        t.report.add("mapped", "policy.learn.ignore_done=True: time-limit ends bootstrap here (gymnasium truncation)")
+    t.put("policy.learn.grad_clip_norm", None)
+    size = 100_000 if name == "TD3" else 1_000_000
+    t.default("policy.other.replay_buffer.replay_buffer_size", "policy.other.replay_buffer.replay_buffer_size", size, d)
+    _iteration_counts(t, _int_at_least(t, "policy.learn.update_per_collect", upc, 1), n_sample, f"{upc} train iters")
+
+
+@translates("td3", on_policy=False)
+def _td3(t: _Translator) -> None:
+    _deterministic_actor_critic(t, "TD3", twin=True, actor_every=2, noise=True)
+
+
+@translates("ddpg", on_policy=False)
+def _ddpg(t: _Translator) -> None:
+    _deterministic_actor_critic(t, "DDPG", twin=False, actor_every=1, noise=False)
+
+
+def _q_family(
+    t: _Translator,
+    name: str,
+    defaults: Mapping[str, Any],
+    dueling: bool = False,
+    split_head: bool = False,
+    always_dueling: bool = False,
+) -> None:
+    """The keys DI-engine's value-based policies (C51, QR-DQN, MDQN, IQN) share with its DQN, with the policy's
+    own ``defaults`` (``discount_factor``, ``nstep``, ``learning_rate``, ``update_per_collect``,
+    ``target_update_freq``, ``replay_buffer_size``, ``n_sample``: None where DI-engine has none); ``dueling``:
+    DI-engine's default for ``model.dueling`` (its DQN network), else the model has a plain head; ``split_head``:
+    the head's hidden layers go to ``model.head_hidden_sizes`` (IQN: they follow the quantile embedding);
+    ``always_dueling``: a dueling head with no ``model.dueling`` key (Rainbow). ``defaults`` may also hold ``eps``
+    (type, start, end, decay), ``batch_size`` and ``random_collect_size`` where they differ from DQN's."""
+    d = f"DI-engine's {name} default"
+    t.default("policy.discount_factor", "policy.discount_factor", defaults["discount_factor"], d)
+    t.default("policy.nstep", "policy.nstep", defaults["nstep"], d)
+    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
+    head = t.take("policy.model.head_hidden_size", None) or encoder[-1]
+    layers = _int_at_least(t, "policy.model.head_layer_num", t.take("policy.model.head_layer_num", 1), 0)
+    t.require("policy.model.dropout", (None,), f"ding_dist's {name} network has no dropout")
+    t.require("policy.model.norm_type", (None,), f"ding_dist's {name} network has no normalization layers")
+    if always_dueling or (dueling and t.take("policy.model.dueling", True)):
+        if layers != 1 or head != encoder[-1]:
+            raise ConfigError(
+                "DI-engine config keys 'policy.model.head_hidden_size'/'head_layer_num' cannot be honoured with "
+                f"dueling: ding_dist's dueling head has one hidden layer of the encoder's width ({encoder[-1]})"
+            )
+        hidden, head_text = encoder, "a dueling head"
+        if not always_dueling:
+            t.put("policy.model.dueling", True)
+    elif split_head:  # IQN: the encoder's features times the quantile embedding, then the head's layers
+        if head != encoder[-1]:
+            raise ConfigError(
+                "DI-engine config key 'policy.model.head_hidden_size' cannot be honoured: the quantile embedding "
+                f"multiplies the encoder's features, so the head has the encoder's width ({encoder[-1]})"
+            )
+        hidden, head_text = encoder, f"the quantile embedding, then {layers} hidden layer(s) of {head}"
+        t.put("policy.model.head_hidden_sizes", [head] * layers)
+    else:  # the head's hidden layers follow the encoder's
+        hidden, head_text = encoder + [head] * layers, f"a plain head of {layers} hidden layer(s)"
+        if dueling:
+            t.put("policy.model.dueling", False)
+    t.put("policy.model.hidden_sizes", hidden)
+    t.put("policy.model.activation", "relu")
+    t.report.add("mapped", f"policy.model encoder={encoder}, {head_text} -> policy.model.hidden_sizes={hidden} (ReLU)")
+    t.default("policy.learn.learning_rate", "policy.learn.learning_rate", defaults["learning_rate"], d)
+    upc = t.default("policy.learn.update_per_collect", "policy.learn.update_per_collect", defaults["upc"], d)
+    t.default("policy.learn.target_update_freq", "policy.learn.target_update_freq", defaults["target_update_freq"], d)
+    t.put("policy.learn.target_theta", None)
+    if t.take("policy.learn.ignore_done", False):
+        t.report.add("differs", "policy.learn.ignore_done=True: time-limit ends bootstrap here; terminations do not")
+    t.put("policy.learn.grad_clip_norm", NO_CLIP)
+    t.report.add("default", f"policy.learn.grad_clip_norm={NO_CLIP:g} (DI-engine's {name}: no clipping)")
+    if defaults["n_sample"] is None and not t.has("policy.collect.n_sample"):
+        raise ConfigError(f"DI-engine config key 'policy.collect.n_sample' is required for {name} (no default)")
+    n_sample = t.default("policy.collect.n_sample", "policy.collect.n_sample", defaults["n_sample"], d)
+    batch = t.out.get("policy.learn.batch_size", defaults.get("batch_size", 64))
+    t.put("policy.learn.batch_size", batch)
+    starts = max(int(batch), int(t.take("policy.random_collect_size", defaults.get("random_collect_size", 0))))
+    t.put("policy.learn.learning_starts", starts)
+    t.report.add(
+        "converted",
+        f"policy.learn.learning_starts={starts} (DI-engine trains once the buffer holds a batch and "
+        "its random_collect_size)",
+    )
+    for key, value in zip(("type", "start", "end", "decay"), defaults.get("eps", ("exp", 0.95, 0.1, 10000))):
+        t.default(f"policy.other.eps.{key}", f"policy.other.eps.{key}", value, d)
+    size = defaults["replay_buffer_size"]
+    t.default("policy.other.replay_buffer.replay_buffer_size", "policy.other.replay_buffer.replay_buffer_size", size, d)
+    _priority(t, d, defaults.get("priority", False))
+    _iteration_counts(t, _int_at_least(t, "policy.learn.update_per_collect", upc, 1), n_sample, f"{upc} train iters")
+
+
+#: DI-engine 0.5.3's defaults (its ding/policy/<name>.py) for the keys :func:`_q_family` reads.
+_Q_DEFAULTS = dict(
+    discount_factor=0.97, nstep=1, learning_rate=1e-3, upc=3, target_update_freq=100, replay_buffer_size=10000
+)
+
+
+@translates("c51", on_policy=False)
+def _c51(t: _Translator) -> None:
+    for key, value in (("v_min", -10), ("v_max", 10), ("n_atom", 51)):
+        t.default(f"policy.model.{key}", f"policy.model.{key}", value, "DI-engine's C51 default")
+    _q_family(t, "C51", {**_Q_DEFAULTS, "n_sample": None})
+
+
+@translates("qrdqn", on_policy=False)
+def _qrdqn(t: _Translator) -> None:
+    t.default("policy.model.num_quantiles", "policy.model.num_quantiles", 32, "DI-engine's QR-DQN default")
+    kappa = t.take("policy.learn.kappa", 1.0)
+    t.put("policy.learn.kappa", 1.0)
+    if kappa != 1.0:
+        t.report.add("differs", f"policy.learn.kappa={short_repr(kappa)}: DI-engine's QR-DQN loss uses 1; so does this")
+    _q_family(t, "QR-DQN", {**_Q_DEFAULTS, "n_sample": None})
+
+
+@translates("mdqn", on_policy=False)
+def _mdqn(t: _Translator) -> None:
+    d = "DI-engine's MDQN default"
+    t.default("policy.entropy_tau", "policy.entropy_tau", 0.03, d)
+    t.default("policy.m_alpha", "policy.m_alpha", 0.9, d)
+    t.require("policy.nstep", (1,), "Munchausen DQN learns from 1-step transitions (DI-engine's MDQN too)")
+    if t.has("policy.learn.target_theta") and not t.has("policy.learn.target_update_freq"):
+        raise ConfigError(
+            "DI-engine config key 'policy.learn.target_theta' cannot be honoured: DI-engine's MDQN config always "
+            "holds target_update_freq (default 100), which wins over target_theta; set target_update_freq instead"
+        )
+    t.ignore("policy.learn.target_theta", "DI-engine's MDQN uses target_update_freq (hard copies) whenever it is set")
+    _q_family(t, "MDQN", {**_Q_DEFAULTS, "n_sample": 4}, dueling=True)
+
+
+@translates("iqn", on_policy=False)
+def _iqn(t: _Translator) -> None:
+    d = "DI-engine's IQN default"
+    t.default("policy.model.num_quantiles", "policy.model.num_quantiles", 32, d)
+    t.default("policy.model.quantile_embedding_size", "policy.model.quantile_embedding_size", 128, d)
+    t.require("policy.model.beta_function_type", ("uniform",), "ding_dist's IQN draws its fractions uniformly")
+    t.default("policy.learn.kappa", "policy.learn.kappa", 1.0, d)
+    t.report.add("differs", "acting: the mean over evenly spaced fractions here, over random ones in DI-engine")
+    _q_family(t, "IQN", {**_Q_DEFAULTS, "n_sample": None}, split_head=True)
+
+
+@translates("rainbow", on_policy=False)
+def _rainbow(t: _Translator) -> None:
+    d = "DI-engine's Rainbow default"
+    for key, value in (("v_min", -10), ("v_max", 10), ("n_atom", 51)):
+        t.default(f"policy.model.{key}", f"policy.model.{key}", value, d)
+    t.report.add("differs", "noisy layers: acting and evaluation use their means, as DI-engine's collect/eval modes")
+    defaults = dict(
+        discount_factor=0.99,
+        nstep=3,
+        learning_rate=1e-3,
+        upc=1,
+        target_update_freq=100,
+        replay_buffer_size=100000,
+        n_sample=None,
+        batch_size=32,
+        random_collect_size=2000,
+        eps=("exp", 0.05, 0.05, 100000),
+        priority=True,
+    )
+    _q_family(t, "Rainbow", defaults, always_dueling=True)
+
+
+def _vac_model(t: _Translator, name: str) -> None:
+    """DI-engine's VAC network (a shared encoder, actor and critic heads) -> our separate actor and critic MLPs."""
+    t.require(
+        "policy.action_space", ("discrete", "continuous"), f"ding_dist's {name} has Categorical and Gaussian heads"
+    )
+    t.require("policy.model.action_space", ("discrete", "continuous"), "only discrete and continuous actions")
+    t.ignore("policy.continuous", "taken from the env's action space")
+    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
+    actor = (t.take("policy.model.actor_head_hidden_size", 64), t.take("policy.model.actor_head_layer_num", 1))
+    critic = (t.take("policy.model.critic_head_hidden_size", 64), t.take("policy.model.critic_head_layer_num", 1))
+    share = t.take("policy.model.share_encoder", True)
+    t.ignore("policy.model.sigma_type", "a learned state-independent log-std")
+    t.ignore("policy.model.bound_type", "Gaussian samples are clipped to the env's bounds")
+    hidden = encoder + [actor[0]] * actor[1]
+    t.put("policy.model.hidden_sizes", hidden)
+    t.put("policy.model.activation", "relu")
+    t.report.add(
+        "mapped", f"policy.model encoder={encoder} + actor head {actor[0]} x {actor[1]} -> hidden_sizes={hidden} (ReLU)"
+    )
+    if critic != actor:
+        t.report.add("differs", f"critic head {critic[0]} x {critic[1]}: the critic uses hidden_sizes={hidden} too")
+    if share:
+        t.report.add("differs", "share_encoder=True: actor and critic are separate MLPs of hidden_sizes here")
+
+
+@translates("a2c", on_policy=True)
+def _a2c(t: _Translator) -> None:
+    d = "DI-engine's A2C default"
+    _vac_model(t, "A2C")
+    t.require("policy.learn.update_per_collect", (1,), "DI-engine's A2C takes one step per collect")
+    if "policy.learn.batch_size" in t.out:  # DI-engine's on-policy pipeline trains once on the whole collect
+        t.out.pop("policy.learn.batch_size")
+        t.report.add("ignored", "policy.learn.batch_size: A2C takes one step on the whole rollout, as DI-engine's")
+    for key, value in (("learning_rate", 1e-3), ("value_weight", 0.5), ("entropy_weight", 0.01)):
+        t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
+    t.default("policy.learn.normalize_advantage", "policy.learn.adv_norm", False, d)
+    t.default("policy.learn.grad_norm", "policy.learn.grad_clip_norm", 0.5, d)
+    betas = t.take("policy.learn.betas", (0.9, 0.999))
+    if tuple(betas) != (0.9, 0.999):
+        raise ConfigError(f"DI-engine config key 'policy.learn.betas' = {short_repr(betas)} cannot be honoured: Adam's")
+    eps = t.take("policy.learn.eps", 1e-8)
+    t.report.add("differs", f"policy.learn.eps={eps!r}: Adam's eps is 1e-5 here (PPO's network and optimizer)")
+    if t.take("policy.learn.ignore_done", False):
+        t.report.add("differs", "policy.learn.ignore_done=True: time-limit ends bootstrap here; terminations do not")
+    t.require("policy.collect.nstep_return", (False,), "ding_dist's A2C uses GAE returns")
+    t.ignore("policy.collect.nstep", "used only with nstep_return")
+    t.ignore_under("policy.other.replay_buffer", "DI-engine's on-policy buffer; rollouts go straight to the learner")
+    for key, value in (("discount_factor", 0.9), ("gae_lambda", 0.95)):
+        t.default(f"policy.collect.{key}", f"policy.collect.{key}", value, d)
+    n_sample = t.take("policy.collect.n_sample", _MISSING)
+    if n_sample is _MISSING:
+        raise ConfigError(
+            "DI-engine config key 'policy.collect.n_sample' is required for A2C (DI-engine has no default)"
+        )
+    t.put("policy.collect.n_sample", _int_at_least(t, "policy.collect.n_sample", n_sample, 1))
+    t.report.add("same", "policy.collect.n_sample")
+    _iteration_counts(t, 1, n_sample, "1 train iter per collect")
+
+
+@translates("pg", on_policy=True)
+def _pg(t: _Translator) -> None:
+    d = "DI-engine's PG default"
+    t.require("policy.action_space", ("discrete", "continuous"), "ding_dist's PG has Categorical and Gaussian heads")
+    t.ignore("policy.model.action_space", "taken from the env's action space")
+    t.require("policy.deterministic_eval", (True,), "ding_dist evaluates greedy actions")
+    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
+    head = t.take("policy.model.head_hidden_size", None) or encoder[-1]
+    layers = _int_at_least(t, "policy.model.head_layer_num", t.take("policy.model.head_layer_num", 1), 0)
+    hidden = encoder + [head] * layers
+    t.put("policy.model.hidden_sizes", hidden)
+    t.put("policy.model.activation", "relu")
+    t.report.add("mapped", f"policy.model encoder={encoder} + head {head} x {layers} -> hidden_sizes={hidden} (ReLU)")
+    if "policy.learn.batch_size" in t.out:  # DI-engine's PG takes one step on all the collected episodes
+        t.out.pop("policy.learn.batch_size")
+        t.report.add("ignored", "policy.learn.batch_size: PG takes one step on all complete episodes, as DI-engine's")
+    for key, value in (("learning_rate", 1e-3), ("entropy_weight", 0.01)):
+        t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
+    t.default("policy.learn.grad_norm", "policy.learn.grad_clip_norm", 5.0, d)
+    t.require("policy.learn.ignore_done", (False,), "DI-engine's PG does not implement ignore_done")
+    t.ignore("policy.collect.collector.get_train_sample", "complete episodes are always the training samples")
+    t.default("policy.collect.discount_factor", "policy.collect.discount_factor", 0.99, d)
+    n_episode = t.default("policy.collect.n_episode", "policy.collect.n_episode", 8, f"{d} (in its comments)")
+    _int_at_least(t, "policy.collect.n_episode", n_episode, 1)
+    envs = int(t.out.get("env.collector_env_num", 8))
+    n_sample = t.take("policy.collect.n_sample", 16 * envs)
+    t.put("policy.collect.n_sample", _int_at_least(t, "policy.collect.n_sample", n_sample, 1))
+    t.report.add(
+        "converted",
+        f"policy.collect.n_episode={n_episode}: a step once that many episodes are complete, on all of them; "
+        f"collected in rollouts of policy.collect.n_sample={n_sample} env steps",
+    )
+    given = t.take("policy.eval.evaluator.eval_freq")
+    iters = _DING_EVAL_FREQ if given is _MISSING else _int_at_least(t, "policy.eval.evaluator.eval_freq", given, 0)
+    steps = max(1, iters) * n_sample
+    t.put("policy.eval.eval_freq", steps)
+    t.report.add(
+        "differs",
+        f"policy.eval.evaluator.eval_freq={iters} train iters (of {n_episode} episodes each in DI-engine) -> "
+        f"policy.eval.eval_freq={steps} env steps ({iters} rollouts of {n_sample}): episode lengths vary",
+    )
 
 
 def _translate(t: _Translator) -> None:

@@ -124,9 +124,14 @@ VALUE_RULES: tuple[tuple[str, Check], ...] = (
     ("*_per_collect", _at_least(1)),
     ("*.replay_buffer_size", _at_least(1)),
     ("*.replay_buffer.frame_dedup", ((lambda v: v is None or isinstance(v, bool)), "True, False or None (auto)")),
+    ("*.replay_buffer.alpha", _unit()),  # prioritized replay's exponents
+    ("*.replay_buffer.beta", _unit()),
+    ("*.replay_buffer.anneal_step", _at_least(0)),
     ("*.keep_last", _at_least(1)),
     ("*.nstep", _at_least(1)),
     ("*.target_update_freq", _at_least(1)),  # the step count is taken modulo it
+    ("*.actor_update_freq", _at_least(1)),  # TD3: the actor on every K-th update
+    ("*.noise_sigma", ((lambda v: _is_number(v) and v >= 0), "a number >= 0")),
     ("*.preempt_fraction", _unit(low_open=True)),
     ("*.preempt_min_share", _unit(low_open=True)),
     ("*freq", _at_least(0)),  # 0: only at the end

@@ -181,19 +181,25 @@ class FrameReplayBuffer(RowRing):
 
     def sample(self, batch_size: int, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
         """``batch_size`` uniformly drawn n-step transitions as tensors on ``device`` (as ``ReplayBuffer``)."""
+        return as_tensors(self._gather(self._draw_n_step(batch_size, self._oldest())), device)
+
+    def _oldest(self) -> int:
+        """The oldest stored row, absolute (``row % rows_capacity`` indexes the arrays)."""
+        return self._total - self._rows
+
+    def _gather(self, drawn: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The sampled fields (observations rebuilt from frames) of the transitions ``drawn`` describes."""
         cap, d = self.rows_capacity, self._data
-        drawn = self._draw_n_step(batch_size, oldest=self._total - self._rows)  # absolute rows
         start_abs, last_abs, env = drawn["start"], drawn["last"], drawn["env"]
         k_start = d["ep_step"][start_abs % cap, env].astype(np.int64)
         k_last = d["ep_step"][last_abs % cap, env].astype(np.int64)
-        out = {
+        return {
             "obs": self._stacked(start_abs, k_start, env),
             "action": d["action"][start_abs % cap, env],
             "reward": drawn["reward"],
             "next_obs": self._stacked(last_abs + 1, k_last + 1, env),
             "discount": drawn["discount"],
         }
-        return as_tensors(out, device)
 
     def state_dict(self) -> dict[str, Any]:
         """Stored frames and rows, write position and sampler state, for checkpoints."""

@@ -88,10 +88,15 @@ class RowRing:
             raise ValueError("cannot sample from an empty replay buffer")
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        cap, d = self.rows_capacity, self._data
         offset = self._rng.integers(0, self._rows, size=batch_size)  # age rank, 0 = oldest row
-        start = oldest + offset
         env = self._rng.integers(0, self.num_envs, size=batch_size)
+        return self._n_step_at(oldest, offset, env)
+
+    def _n_step_at(self, oldest: int, offset: np.ndarray, env: np.ndarray) -> dict[str, np.ndarray]:
+        """The n-step returns of the transitions ``offset`` rows after ``oldest`` in slots ``env`` (as
+        :meth:`_draw_n_step`, which draws them uniformly; the prioritized buffer draws them by priority)."""
+        cap, d, batch_size = self.rows_capacity, self._data, len(offset)
+        start = oldest + offset
         remaining = self._rows - offset  # rows from start to the newest, inclusive
         ret = np.zeros(batch_size, dtype=np.float64)
         steps = np.zeros(batch_size, dtype=np.int64)
@@ -205,17 +210,23 @@ class ReplayBuffer(RowRing):
         Keys: ``obs``, ``action``, ``reward`` (discounted n-step sum), ``next_obs`` (observation to
         bootstrap from), ``discount`` (``gamma**m``, 0 after termination).
         """
+        return as_tensors(self._gather(self._draw_n_step(batch_size, self._oldest())), device)
+
+    def _oldest(self) -> int:
+        """The oldest stored row (``row % rows_capacity`` indexes the arrays)."""
+        return self._pos if self._rows == self.rows_capacity else 0
+
+    def _gather(self, drawn: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The sampled fields of the transitions :meth:`_n_step_at` described."""
         cap, d = self.rows_capacity, self._data
-        drawn = self._draw_n_step(batch_size, oldest=self._pos if self._rows == cap else 0)
         start, last, env = drawn["start"] % cap, drawn["last"] % cap, drawn["env"]
-        out = {
+        return {
             "obs": d["obs"][start, env],
             "action": d["action"][start, env],
             "reward": drawn["reward"],
             "next_obs": d["next_obs"][last, env],
             "discount": drawn["discount"],
         }
-        return as_tensors(out, device)
 
     def state_dict(self) -> dict[str, Any]:
         """Stored rows, write position and sampler state, for checkpoints."""

@@ -32,6 +32,7 @@ from easydict import EasyDict
 from ding_dist.comm import broadcast_object, get_rank, get_world_size, resolve_device
 from ding_dist.config import check_sync_config, compile_config, read_config, translate_if_ding
 from ding_dist.data.frame_replay import FrameReplayBuffer, replay_buffer_for
+from ding_dist.data.prioritized import PrioritizedReplayBuffer
 from ding_dist.data.replay import ReplayBuffer
 from ding_dist.entry.roles import Roles, actor_learner_default_config, check_actor_learner_config
 from ding_dist.envs import env_default_config
@@ -359,11 +360,13 @@ def build_policy(
 
 def make_replay_buffer(
     cfg: EasyDict, obs_space: gym.Space, act_space: gym.Space, num_envs: int, capacity: int, seed: int
-) -> ReplayBuffer | FrameReplayBuffer:
+) -> ReplayBuffer | FrameReplayBuffer | PrioritizedReplayBuffer:
     """A replay buffer of ``capacity`` transitions over ``num_envs`` env slots for the config's policy.
 
     Stacked uint8 frames (Atari) get a :class:`~ding_dist.data.frame_replay.FrameReplayBuffer` that stores
-    each frame once, unless ``policy.other.replay_buffer.frame_dedup`` is False (True: required).
+    each frame once, unless ``policy.other.replay_buffer.frame_dedup`` is False (True: required). With
+    ``policy.priority`` the storage is wrapped in a :class:`~ding_dist.data.prioritized.PrioritizedReplayBuffer`
+    (``other.replay_buffer.alpha``, ``beta``, ``anneal_step``): one shard per rank, with its own priorities.
 
     Example::
 
@@ -371,7 +374,7 @@ def make_replay_buffer(
     """
     p = cfg.policy
     discrete = isinstance(act_space, gym.spaces.Discrete)
-    return replay_buffer_for(
+    storage = replay_buffer_for(
         obs_space,
         capacity,
         frame_dedup=p.other.replay_buffer.get("frame_dedup"),
@@ -382,6 +385,10 @@ def make_replay_buffer(
         gamma=p.discount_factor,
         seed=seed,
     )
+    if not p.get("priority", False):
+        return storage
+    rb = p.other.replay_buffer
+    return PrioritizedReplayBuffer(storage, alpha=rb.alpha, beta=rb.beta, anneal_step=rb.anneal_step)
 
 
 def replay_capacity(cfg: EasyDict, parts: int) -> int:

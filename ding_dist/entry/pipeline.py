@@ -30,7 +30,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ding_dist.comm.heartbeat import heartbeat_scope
+from ding_dist.comm.heartbeat import heartbeat_running, heartbeat_scope
 from ding_dist.entry.experiment import (
     DEFAULT_HEALTH_TIMEOUT_S,
     ConfigArg,
@@ -109,7 +109,9 @@ def train(
         with Experiment.open(
             cfg, exp_dir=exp_dir, resume=resume, max_env_steps=max_env_steps, health_timeout=health_timeout
         ) as exp:
-            return loop_for(exp)(exp).run()
+            loop = loop_for(exp)(exp)  # imports, envs, networks, resume: judged with the heartbeat's start-up grace
+            heartbeat_running()
+            return loop.run()
 
 
 def serial_pipeline(

@@ -10,10 +10,13 @@ from ding_dist.envs.env import (
     make_env,
     make_vec_env,
 )
+from ding_dist.envs.restarting import EnvCrashError, RestartingVectorEnv
 
 __all__ = [
     "ENV_MANAGERS",
+    "EnvCrashError",
     "OldGymAdapter",
+    "RestartingVectorEnv",
     "close_vec_env",
     "ensure_gymnasium",
     "env_default_config",

@@ -27,6 +27,7 @@ from easydict import EasyDict
 from gymnasium.vector import AutoresetMode
 
 from ding_dist.envs.atari import is_atari_id, register_ale, wrap_atari
+from ding_dist.envs.restarting import RestartingVectorEnv
 from ding_dist.envs.seeding import env_seeds
 
 __all__ = [
@@ -61,7 +62,11 @@ def env_default_config() -> EasyDict:
     return reaches it; None: never), ``atari`` (None: the Atari preprocessing of
     :mod:`ding_dist.envs.atari` for ale-py ids; False: off; a dict: its options, see
     :func:`~ding_dist.envs.atari.atari_default_config`), ``step_cost_ms`` (busy work added to every step, in
-    milliseconds of CPU time: an env with a real step cost for benchmarks; 0: none).
+    milliseconds of CPU time: an env with a real step cost for benchmarks; 0: none), ``max_restarts`` /
+    ``restart_window_s`` (a collector env that raises in ``step``/``reset`` or whose worker process dies is
+    recreated and its episode dropped; more than ``max_restarts`` restarts of one env within ``restart_window_s``
+    seconds end the run with an error naming the env and its last exception; see
+    :mod:`ding_dist.envs.restarting`).
 
     Example::
 
@@ -79,6 +84,8 @@ def env_default_config() -> EasyDict:
         stop_value=None,
         atari=None,
         step_cost_ms=0.0,
+        max_restarts=5,
+        restart_window_s=300.0,
     )
 
 
@@ -252,7 +259,10 @@ def make_vec_env(
     (``AsyncVectorEnv``, one subprocess per env, observations through shared memory) or ``"envpool"``
     (Atari ids only: :class:`~ding_dist.envs.envpool_env.EnvPoolVectorEnv`, the ``envpool`` extra). Reset it with
     ``seed=env_seeds(...)``. ``training=True`` for collector envs: Atari life-loss termination and
-    reward clipping (see :mod:`ding_dist.envs.atari`); evaluation envs keep the true game rewards.
+    reward clipping (see :mod:`ding_dist.envs.atari`); evaluation envs keep the true game rewards. Collector envs
+    (``training=True``) of the sync and async managers are a
+    :class:`~ding_dist.envs.restarting.RestartingVectorEnv`: an env that crashes is recreated (``env.max_restarts``,
+    ``env.restart_window_s``; ``env.max_restarts=0``: gymnasium's own vector env, and a crash ends the run).
 
     Example::
 
@@ -273,6 +283,14 @@ def make_vec_env(
     # Build one env eagerly: a bad id or entry point fails here with a clear message, in this process.
     first = _make_from_cfg(env_cfg, training)
     fns = [functools.partial(_make_from_cfg, env_cfg, training) for _ in range(int(num_envs))]
+    if training and int(env_cfg.get("max_restarts", 5)) > 0:  # 0: a crashing env ends the run (plain vector env)
+        first.close()
+        return RestartingVectorEnv(
+            fns,
+            ENV_MANAGERS[manager],
+            max_restarts=env_cfg.get("max_restarts", 5),
+            restart_window_s=env_cfg.get("restart_window_s", 300.0),
+        )
     if ENV_MANAGERS[manager] == "sync":
         fns[0] = lambda: first
         return gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
@@ -298,7 +316,7 @@ def close_vec_env(venv: gym.vector.VectorEnv, timeout: float = CLOSE_TIMEOUT_S) 
         venv = make_vec_env(cfg.env, 4, "async")
         close_vec_env(venv)
     """
-    if isinstance(venv.unwrapped, gym.vector.AsyncVectorEnv):
+    if isinstance(venv.unwrapped, gym.vector.AsyncVectorEnv | RestartingVectorEnv):
         venv.close(timeout=timeout)
     else:
         venv.close()

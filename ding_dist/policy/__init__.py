@@ -5,9 +5,14 @@ from __future__ import annotations
 import importlib.util
 
 from ding_dist.policy.base import Policy, action_info, hard_update, mlp, obs_dim, soft_update
+from ding_dist.policy.c51 import C51Policy
 from ding_dist.policy.dqn import DQNPolicy
 from ding_dist.policy.impala import IMPALAPolicy
+from ding_dist.policy.iqn import IQNPolicy
+from ding_dist.policy.mdqn import MDQNPolicy
 from ding_dist.policy.ppo import PPOPolicy
+from ding_dist.policy.qrdqn import QRDQNPolicy
+from ding_dist.policy.rainbow import RainbowPolicy
 
 #: ``create_config.policy.type`` -> policy class.
 POLICY_REGISTRY: dict[str, type[Policy]] = {"dqn": DQNPolicy, "ppo": PPOPolicy, "impala": IMPALAPolicy}
@@ -16,6 +21,24 @@ if importlib.util.find_spec("ding_dist.policy.sac") is not None:  # added by its
     from ding_dist.policy.sac import SACPolicy
 
     POLICY_REGISTRY["sac"] = SACPolicy
+
+# Value-based policies, under DI-engine's type names.
+POLICY_REGISTRY["c51"] = C51Policy
+POLICY_REGISTRY["qrdqn"] = QRDQNPolicy
+POLICY_REGISTRY["mdqn"] = MDQNPolicy
+POLICY_REGISTRY["iqn"] = IQNPolicy
+POLICY_REGISTRY["rainbow"] = RainbowPolicy
+
+# Actor-critic policies, under DI-engine's type names.
+from ding_dist.policy.a2c import A2CPolicy  # noqa: E402
+from ding_dist.policy.ddpg import DDPGPolicy  # noqa: E402
+from ding_dist.policy.pg import PGPolicy  # noqa: E402
+from ding_dist.policy.td3 import TD3Policy  # noqa: E402
+
+POLICY_REGISTRY["td3"] = TD3Policy
+POLICY_REGISTRY["ddpg"] = DDPGPolicy
+POLICY_REGISTRY["a2c"] = A2CPolicy
+POLICY_REGISTRY["pg"] = PGPolicy
 
 
 def register_policy(name: str, cls: type[Policy]) -> None:
@@ -45,9 +68,14 @@ def get_policy_cls(name: str) -> type[Policy]:
 
 __all__ = [
     "POLICY_REGISTRY",
+    "C51Policy",
     "DQNPolicy",
     "IMPALAPolicy",
+    "IQNPolicy",
+    "MDQNPolicy",
     "PPOPolicy",
+    "QRDQNPolicy",
+    "RainbowPolicy",
     "Policy",
     "action_info",
     "get_policy_cls",

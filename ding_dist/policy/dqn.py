@@ -7,6 +7,11 @@ The n-step return and the bootstrap discount come from the replay buffer
 (:class:`ding_dist.data.replay.ReplayBuffer`): ``target = reward + discount * Q_target(next_obs, a*)``
 with ``a* = argmax_a Q_online(next_obs, a)`` (double DQN), ``discount = gamma**n`` or 0 after a
 termination (a truncated episode still bootstraps).
+
+Prioritized replay (DI-engine's ``priority`` / ``priority_IS_weight``): with ``priority=True`` the replay is a
+:class:`~ding_dist.data.prioritized.PrioritizedReplayBuffer` and ``learn`` returns each sample's ``|TD error|``
+under ``"priority"`` for the buffer's update; with ``priority_IS_weight=True`` as well, the batch's importance
+weights (``batch["weight"]``) multiply the per-sample loss before the mean.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from torch import nn
 from ding_dist.policy.base import Policy, action_info, hard_update, mlp, obs_dim, soft_update
 from ding_dist.policy.encoders import NatureCNN, is_image_space, obs_tensor
 
-__all__ = ["DQNPolicy", "QNetwork", "epsilon_schedule"]
+__all__ = ["DQNPolicy", "QNetwork", "apex_epsilon", "epsilon_schedule"]
 
 
 class QNetwork(nn.Module):
@@ -94,6 +99,21 @@ def epsilon_schedule(kind: str, start: float, end: float, decay: int, env_step: 
     raise ValueError(f"other.eps.type must be 'linear' or 'exp', got {kind!r}")
 
 
+def apex_epsilon(actor: int, actors: int, base: float = 0.4, alpha: float = 7.0) -> float:
+    """Ape-X's exploration ladder (Horgan et al. 2018): actor ``i`` of ``N`` explores with
+    ``base ** (1 + alpha * i / (N - 1))``; actor 0 (and a lone actor) uses ``base``.
+
+    Example::
+
+        [round(apex_epsilon(i, 3), 4) for i in range(3)]  # [0.4, 0.0163, 0.0007]
+    """
+    if not 0 <= actor < actors:
+        raise ValueError(f"actor index must be in [0, {actors}), got {actor}")
+    if actors == 1:
+        return float(base)
+    return float(base ** (1.0 + alpha * actor / (actors - 1)))
+
+
 class DQNPolicy(Policy):
     """Double DQN for discrete actions.
 
@@ -103,9 +123,15 @@ class DQNPolicy(Policy):
     steps before the first update), ``learn.target_update_freq`` (hard copy every K updates) or
     ``learn.target_theta`` (soft update rate per update, used when set), ``learn.double``,
     ``learn.loss`` (``"huber"``/``"mse"``), ``learn.grad_clip_norm`` (None: no clipping);
-    ``other.eps`` (``type``, ``start``, ``end``, ``decay`` in global env steps);
+    ``other.eps`` (``type``, ``start``, ``end``, ``decay`` in global env steps); ``other.eps_ladder``
+    (``enable``, ``base``, ``alpha``: with actors, ``--actors N``, actor ``i`` explores with the constant
+    :func:`apex_epsilon` instead of the schedule);
     ``other.replay_buffer`` (``replay_buffer_size`` global, ``save_in_checkpoint``, ``frame_dedup``: None picks
-    :class:`~ding_dist.data.frame_replay.FrameReplayBuffer` for stacked uint8 frames, False never, True always).
+    :class:`~ding_dist.data.frame_replay.FrameReplayBuffer` for stacked uint8 frames, False never, True always;
+    ``alpha``, ``beta``, ``anneal_step``: the prioritized replay's exponents and beta's annealing in draws);
+    ``priority`` (sample by priority, return per-sample priorities), ``priority_IS_weight`` (weight each sample's
+    loss by its importance weight; needs ``priority``). With ``priority`` every rank keeps its own replay shard
+    with its own priorities and samples only from it (``batch_size / N`` per update, as uniform replay does).
     Image observations (uint8 ``(C, H, W)``) get a Nature-CNN whose linear layer has ``model.hidden_sizes[0]``
     units; the remaining hidden sizes follow it.
 
@@ -125,6 +151,8 @@ class DQNPolicy(Policy):
         cfg = super().default_config()
         cfg.discount_factor = 0.99
         cfg.nstep = 1
+        cfg.priority = False
+        cfg.priority_IS_weight = False
         cfg.model = EasyDict(hidden_sizes=[128, 128], dueling=False, activation="relu")
         cfg.learn.update(
             batch_size=64,
@@ -139,7 +167,15 @@ class DQNPolicy(Policy):
         )
         cfg.collect.n_sample = 8
         cfg.other.eps = EasyDict(type="linear", start=1.0, end=0.05, decay=10000)
-        cfg.other.replay_buffer = EasyDict(replay_buffer_size=100000, save_in_checkpoint=False, frame_dedup=None)
+        cfg.other.eps_ladder = EasyDict(enable=False, base=0.4, alpha=7.0)
+        cfg.other.replay_buffer = EasyDict(
+            replay_buffer_size=100000,
+            save_in_checkpoint=False,
+            frame_dedup=None,
+            alpha=0.6,
+            beta=0.4,
+            anneal_step=100000,
+        )
         return cfg
 
     def __init__(
@@ -155,6 +191,8 @@ class DQNPolicy(Policy):
             raise ValueError(f"DQN needs a Discrete action space, got {action_space}")
         if self.cfg.learn.loss not in ("huber", "mse"):
             raise ValueError(f"learn.loss must be 'huber' or 'mse', got {self.cfg.learn.loss!r}")
+        if self.cfg.priority_IS_weight and not self.cfg.priority:
+            raise ValueError("priority_IS_weight=True needs priority=True (importance weights come from priorities)")
         self.n_actions = n_actions
         m = self.cfg.model
         if is_image_space(obs_space):  # Nature DQN: CNN (uint8 in, scaled on the device), then the head
@@ -167,16 +205,28 @@ class DQNPolicy(Policy):
         self.train_model, self.optimizer = self.distribute(self.model, self.optimizer)
         # Copied after distribute, which gives every rank rank 0's initial parameters.
         self.target_model = copy.deepcopy(self.model).requires_grad_(False)
+        self.fixed_epsilon: float | None = None  # set by set_actor_index with other.eps_ladder.enable
+
+    def set_actor_index(self, actor: int, actors: int) -> None:
+        """Actor ``actor`` of ``actors`` (the actor role calls this): with ``other.eps_ladder.enable`` it explores
+        with :func:`apex_epsilon` from then on."""
+        ladder = self.cfg.other.get("eps_ladder")
+        if ladder is not None and ladder.enable:
+            self.fixed_epsilon = apex_epsilon(actor, actors, ladder.base, ladder.alpha)
+
+    def _epsilon(self, env_step: int) -> float:
+        if self.fixed_epsilon is not None:
+            return self.fixed_epsilon
+        e = self.cfg.other.eps
+        return epsilon_schedule(e.type, e.start, e.end, e.decay, env_step)
 
     @torch.no_grad()
     def schedule_values(self, env_step: int) -> dict[str, float]:
         """The exploration epsilon at global ``env_step``."""
-        e = self.cfg.other.eps
-        return {"train/epsilon": epsilon_schedule(e.type, e.start, e.end, e.decay, env_step)}
+        return {"train/epsilon": self._epsilon(env_step)}
 
     def collect_action(self, obs: np.ndarray, env_step: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        e = self.cfg.other.eps
-        eps = epsilon_schedule(e.type, e.start, e.end, e.decay, env_step)
+        eps = self._epsilon(env_step)
         actions = self.model(obs_tensor(obs, self.obs_space, self.device)).argmax(dim=-1)
         # Exploration drawn on the policy's device (no host mask into device actions, no host read).
         explore = torch.rand(actions.shape, device=actions.device) < eps
@@ -188,7 +238,8 @@ class DQNPolicy(Policy):
         return self.model(obs_tensor(obs, self.obs_space, self.device)).argmax(dim=-1).cpu().numpy()
 
     def learn(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """One gradient step on a replay batch (keys ``obs, action, reward, next_obs, discount``)."""
+        """One gradient step on a replay batch (keys ``obs, action, reward, next_obs, discount``; ``weight`` with
+        ``priority_IS_weight``). With ``priority`` the stats hold ``"priority"``: ``|TD error|`` per sample."""
         lc = self.cfg.learn
         with torch.no_grad():
             next_q_target = self.target_model(batch["next_obs"])
@@ -200,10 +251,11 @@ class DQNPolicy(Policy):
             target = batch["reward"] + batch["discount"] * next_q
 
         q = self.train_model(batch["obs"]).gather(1, batch["action"].long().unsqueeze(1)).squeeze(1)
-        if lc.loss == "huber":
-            loss = F.smooth_l1_loss(q, target)
-        else:
-            loss = F.mse_loss(q, target)
+        criterion = F.smooth_l1_loss if lc.loss == "huber" else F.mse_loss
+        per_sample = criterion(q, target, reduction="none")
+        if self.cfg.priority_IS_weight:
+            per_sample = per_sample * batch["weight"]
+        loss = per_sample.mean()
 
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()  # through the wrapped model: gradients are averaged across ranks
@@ -216,4 +268,7 @@ class DQNPolicy(Policy):
             soft_update(self.target_model, self.model, lc.target_theta)
         elif self.train_iter % lc.target_update_freq == 0:
             hard_update(self.target_model, self.model)
-        return {"loss": loss.detach(), "q_mean": q.detach().mean()}
+        stats = {"loss": loss.detach(), "q_mean": q.detach().mean()}
+        if self.cfg.priority:
+            stats["priority"] = (q.detach() - target).abs()
+        return stats

@@ -33,7 +33,7 @@ from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
 from ding_dist.policy.encoders import NatureCNN, is_image_space, obs_tensor
 from ding_dist.policy.normalization import RunningObsNorm
 
-__all__ = ["PPOPolicy", "ActorCritic", "ImageActorCritic", "compute_gae"]
+__all__ = ["PPOPolicy", "ActorCritic", "ImageActorCritic", "compute_gae", "minibatch_plan"]
 
 
 class ActorCritic(nn.Module):
@@ -135,6 +135,37 @@ def compute_gae(
         last = delta + gamma * gae_lambda * nonterminal * last
         adv[t] = last
     return adv, adv + value
+
+
+def minibatch_plan(batch_size: int, size: int, rank_samples: Sequence[int] | None) -> tuple[int, int, int | None]:
+    """``(minibatches, local minibatch size, global minibatch size)`` for ``size`` samples on this rank.
+
+    Without ``rank_samples`` (every rank's sample count), or with equal counts, the local minibatch is
+    ``batch_size`` (per rank), the ragged tail is dropped and the global size is None: the loss is
+    the local minibatch's mean, averaged across ranks by the sync engine (today's update, bitwise). With
+    unequal counts (a preempted straggler) every rank runs the same number of minibatches,
+    ``max(1, total // global batch)`` (so the collectives match), each taking a share of its samples
+    proportional to its count, ``min(count // minibatches, ceil(global batch * count / total))``; the
+    loss is then ``N / M`` times the sum of the per-sample terms (``M``: the sum of the ranks' shares),
+    so after the engine's average over N ranks the gradient is that of the mean over the global
+    minibatch of ``M`` samples: the update one process makes on the union of the ranks' samples.
+
+    Example::
+
+        minibatch_plan(32, 100, [100, 40])  # 2 ranks: (2, 46, 65)
+    """
+    if rank_samples is None or len(set(int(n) for n in rank_samples)) <= 1:
+        batch = max(1, min(batch_size, size))
+        return size // batch, batch, None
+    counts = [int(n) for n in rank_samples]
+    world, total = len(counts), sum(counts)
+    global_batch = batch_size * world
+    n_minibatch = max(1, min(total // global_batch, min(counts)))  # at least one sample per rank and minibatch
+
+    def share(n: int) -> int:
+        return min(n // n_minibatch, -(-global_batch * n // total))
+
+    return n_minibatch, share(size), sum(share(n) for n in counts)
 
 
 class PPOPolicy(Policy):
@@ -284,35 +315,13 @@ class PPOPolicy(Policy):
         return mean.to(adv.dtype), var.clamp(min=0.0).sqrt().to(adv.dtype)
 
     def minibatch_plan(self, size: int, rank_samples: Sequence[int] | None) -> tuple[int, int, int | None]:
-        """``(minibatches, local minibatch size, global minibatch size)`` for ``size`` samples on this rank.
-
-        Without ``rank_samples`` (every rank's sample count), or with equal counts, the local minibatch is
-        ``learn.batch_size`` (per rank), the ragged tail is dropped and the global size is None: the loss is
-        the local minibatch's mean, averaged across ranks by the sync engine (today's update, bitwise). With
-        unequal counts (a preempted straggler) every rank runs the same number of minibatches,
-        ``max(1, total // global batch)`` (so the collectives match), each taking a share of its samples
-        proportional to its count, ``min(count // minibatches, ceil(global batch * count / total))``; the
-        loss is then ``N / M`` times the sum of the per-sample terms (``M``: the sum of the ranks' shares),
-        so after the engine's average over N ranks the gradient is that of the mean over the global
-        minibatch of ``M`` samples: the update one process makes on the union of the ranks' samples.
+        """:func:`minibatch_plan` with ``learn.batch_size``.
 
         Example::
 
             policy.minibatch_plan(100, [100, 40])  # batch_size 32 per rank, 2 ranks: (2, 46, 65)
         """
-        batch_size = int(self.cfg.learn.batch_size)
-        if rank_samples is None or len(set(int(n) for n in rank_samples)) <= 1:
-            batch = min(batch_size, size)
-            return size // batch, batch, None
-        counts = [int(n) for n in rank_samples]
-        world, total = len(counts), sum(counts)
-        global_batch = batch_size * world
-        n_minibatch = max(1, min(total // global_batch, min(counts)))  # at least one sample per rank and minibatch
-
-        def share(n: int) -> int:
-            return min(n // n_minibatch, -(-global_batch * n // total))
-
-        return n_minibatch, share(size), sum(share(n) for n in counts)
+        return minibatch_plan(int(self.cfg.learn.batch_size), size, rank_samples)
 
     def learn(self, rollout: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """All PPO epochs over one rollout (fields ``[T, N, ...]`` plus ``last_obs`` ``[N, ...]``).

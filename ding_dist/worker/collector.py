@@ -145,6 +145,11 @@ class Collector:
                 real_next = next_obs.copy()
                 for i in np.flatnonzero(info["_final_obs"]):
                     real_next[i] = info["final_obs"][i]
+            if "_env_restart" in info and info["_env_restart"].any():
+                action, extras, next_obs, reward, terminated, truncated, real_next = self._replace_broken(
+                    np.flatnonzero(info["_env_restart"]), rows, env_step,
+                    [action, extras, next_obs, reward, terminated, truncated, real_next],
+                )  # fmt: skip
             step = {
                 "obs": self.obs,
                 "action": action,
@@ -166,6 +171,34 @@ class Collector:
         out["last_obs"] = self.obs.copy()
         return out
 
+    def _replace_broken(self, broken: np.ndarray, rows: dict[str, list[np.ndarray]], env_step: int,
+                        step: list[Any]) -> list[Any]:  # fmt: skip
+        """Drop the episodes of the ``broken`` envs (recreated by a
+        :class:`~ding_dist.envs.restarting.RestartingVectorEnv` this step): their returns are not counted, their
+        last real step of this rollout ends as truncated (bootstrapped like a time limit), and the crashed step's
+        slot holds the new episode's first real transition instead (the policy acts on the reset observation)."""
+        action, extras, next_obs, reward, terminated, truncated, real_next = step
+        action, next_obs, real_next = np.array(action), np.array(next_obs), np.array(real_next)
+        reward, terminated, truncated = np.array(reward), np.array(terminated), np.array(truncated)
+        extras = {k: np.array(v) for k, v in extras.items()}
+        obs = np.array(self.obs)
+        for i in broken:
+            self._ep_return[i], self._ep_length[i] = 0.0, 0
+            if rows and not (rows["terminated"][-1][i] or rows["truncated"][-1][i]):
+                rows["truncated"][-1][i] = True
+            restarted = True
+            while restarted:  # the new env may crash at once too: the venv's restart limit ends this loop
+                obs[i] = next_obs[i]
+                a, ex = self.policy.collect_action(obs[i : i + 1], env_step)
+                o, r, te, tr, inf = self.venv.step_one(int(i), self.policy.to_env_action(a))
+                restarted = bool(inf.get("_env_restart", [False])[0])
+                action[i], reward[i], terminated[i], truncated[i], next_obs[i] = a[0], r[0], te[0], tr[0], o[0]
+                for k, v in ex.items():
+                    extras[k][i] = v[0]
+                real_next[i] = inf["final_obs"][0] if inf.get("_final_obs", [False])[0] else o[0]
+        self.obs = obs
+        return [action, extras, next_obs, reward, terminated, truncated, real_next]
+
     def _track_episodes(self, reward: np.ndarray, done: np.ndarray) -> None:
         self._ep_return += reward
         self._ep_length += 1
@@ -182,6 +215,11 @@ class Collector:
                 self.episode_lengths.append(int(self._ep_length[i]))
         self._ep_return[done] = 0.0
         self._ep_length[done] = 0
+
+    @property
+    def restarts(self) -> int:
+        """Collector envs recreated after a crash so far (logged as ``env/restarts``)."""
+        return int(getattr(self.venv, "restarts", 0))
 
     def pop_episodes(self) -> tuple[list[float], list[int]]:
         """Returns and lengths of episodes finished since the last call (and forget them)."""

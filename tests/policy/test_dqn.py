@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ding_dist.policy.dqn import DQNPolicy, QNetwork, epsilon_schedule
+from ding_dist.policy.dqn import DQNPolicy, QNetwork, apex_epsilon, epsilon_schedule
 
 OBS, ACT = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Discrete(4)
 
@@ -99,3 +99,84 @@ def test_dueling_head_is_value_plus_centered_advantage():
     torch.testing.assert_close(net(x), net.value(h) + adv - adv.mean(-1, keepdim=True))
     with pytest.raises(ValueError, match="hidden"):
         QNetwork(3, 4, [])
+
+
+def make_prioritized(**top) -> DQNPolicy:
+    torch.manual_seed(0)
+    cfg = DQNPolicy.default_config()
+    cfg.model.hidden_sizes = [16]
+    cfg.learn.target_update_freq = 1000
+    cfg.update(top)
+    return DQNPolicy(cfg, OBS, ACT)
+
+
+def test_priority_is_the_td_error_and_is_weights_scale_the_per_sample_loss():
+    b = batch()
+    b["weight"] = torch.rand(32, generator=torch.Generator().manual_seed(1)) + 0.1
+    policy = make_prioritized(priority=True, priority_IS_weight=True)
+    with torch.no_grad():
+        a_star = policy.model(b["next_obs"]).argmax(1)
+        y = b["reward"] + b["discount"] * policy.target_model(b["next_obs"])[torch.arange(32), a_star]
+        q = policy.model(b["obs"])[torch.arange(32), b["action"]]
+        expected = (F.smooth_l1_loss(q, y, reduction="none") * b["weight"]).mean().item()
+    stats = policy.learn(b)
+    assert stats["loss"] == pytest.approx(expected, rel=1e-5)
+    torch.testing.assert_close(stats["priority"], (q - y).abs())
+    unweighted = make_prioritized(priority=True).learn(b)  # priority without IS weights: the plain mean
+    assert unweighted["loss"] == pytest.approx(F.smooth_l1_loss(q, y).item(), rel=1e-5)
+    assert "priority" not in make_prioritized().learn(b)
+    with pytest.raises(ValueError, match="priority_IS_weight=True needs priority=True"):
+        make_prioritized(priority_IS_weight=True)
+
+
+def test_learner_updates_the_sampled_priorities():
+    from ding_dist.data.prioritized import PrioritizedReplayBuffer
+    from ding_dist.data.replay import ReplayBuffer
+    from ding_dist.worker.learner import Learner
+
+    buf = PrioritizedReplayBuffer(ReplayBuffer(40, (3,), num_envs=2, seed=0), alpha=0.5, beta=0.4)
+    rng = np.random.default_rng(0)
+    buf.add(
+        {
+            "obs": rng.normal(size=(20, 2, 3)).astype(np.float32),
+            "action": rng.integers(0, 4, (20, 2)),
+            "reward": rng.normal(size=(20, 2)).astype(np.float32),
+            "next_obs": rng.normal(size=(20, 2, 3)).astype(np.float32),
+            "terminated": np.zeros((20, 2), dtype=bool),
+            "truncated": np.zeros((20, 2), dtype=bool),
+        }
+    )
+    buf.update_priorities(np.arange(40), np.linspace(0.1, 4.0, 40))  # weights differ from 1
+    before = buf.tree.leaves(np.arange(40))
+    policy = make_prioritized(priority=True, priority_IS_weight=True)
+    seen = {}
+    learn = policy.learn
+    policy.learn = lambda b: seen.update(batch=b, stats=learn(b)) or seen["stats"]
+    sample = buf.sample
+    buf.sample = lambda *a, **k: seen.setdefault("drawn", sample(*a, **k))
+    learner = Learner(policy)
+    learner.train_replay(buf, n_updates=1, batch_size=8)
+    index = seen["drawn"][2]
+    torch.testing.assert_close(seen["batch"]["weight"], seen["drawn"][1])
+    np.testing.assert_allclose(buf.tree.leaves(index), (seen["stats"]["priority"].numpy() + buf.eps) ** 0.5)
+    others = np.setdiff1d(np.arange(40), index)
+    np.testing.assert_array_equal(buf.tree.leaves(others), before[others])
+    assert seen["drawn"][1].min() < 0.9
+    assert set(learner.pop_stats()) == {"train/loss", "train/q_mean"}
+
+
+def test_apex_epsilon_ladder_and_the_actor_index():
+    assert apex_epsilon(0, 8) == 0.4  # one actor keeps the base epsilon
+    assert apex_epsilon(7, 8) == pytest.approx(0.4**8)
+    assert apex_epsilon(3, 8) == pytest.approx(0.4 ** (1 + 7 * 3 / 7))
+    assert apex_epsilon(0, 1) == 0.4 and apex_epsilon(1, 3, base=0.5, alpha=2.0) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="actor index must be in \\[0, 2\\), got 2"):
+        apex_epsilon(2, 2)
+    policy = make()
+    policy.set_actor_index(1, 2)  # ladder off: the schedule
+    assert policy.schedule_values(0)["train/epsilon"] == 1.0
+    policy.cfg.other.eps_ladder.enable = True
+    policy.set_actor_index(1, 2)
+    assert policy.schedule_values(0)["train/epsilon"] == pytest.approx(0.4**8)
+    obs = np.random.default_rng(0).normal(size=(300, 3)).astype(np.float32)
+    assert (policy.collect_action(obs, env_step=0)[0] == policy.eval_action(obs)).mean() > 0.95  # not eps = 1

@@ -207,3 +207,25 @@ def test_replay_shards_split_batches_by_size():
     shards.extend({k: v[:4] for k, v in rows.items()}, shard=2)  # 8 transitions with reward 1
     batch = shards.sample(12)  # 16 : 8 -> 8 from shard 1, 4 from shard 2
     assert batch["reward"].tolist() == [0.0] * 8 + [1.0] * 4
+
+
+def test_prioritized_replay_shards_send_priorities_back_to_their_shard():
+    from ding_dist.data.prioritized import PrioritizedReplayBuffer
+    from ding_dist.data.replay import ReplayBuffer
+
+    shards = ReplayShards({a: PrioritizedReplayBuffer(ReplayBuffer(16, (1,), seed=a), alpha=1.0) for a in (3, 5)})
+    for a, value in ((3, 0.0), (5, 1.0)):
+        rows = {"obs": np.full((8, 1, 1), value, np.float32), "action": np.zeros((8, 1), np.int64),
+                "reward": np.full((8, 1), value, np.float32), "next_obs": np.zeros((8, 1, 1), np.float32),
+                "terminated": np.zeros((8, 1), bool), "truncated": np.zeros((8, 1), bool)}  # fmt: skip
+        shards.extend(rows, shard=a)
+    batch, weights, indices = shards.sample(6)  # 3 from each shard
+    assert batch["reward"].tolist() == [0.0] * 3 + [1.0] * 3 and weights.shape == (6,)
+    shards.update_priorities(indices, torch.arange(6.0))
+    for pos, a in enumerate((3, 5)):
+        mine = indices // ReplayShards._STRIDE == pos
+        assert mine.sum() == 3
+        leaves = shards.shards[a].tree.leaves(indices[mine] % ReplayShards._STRIDE)
+        np.testing.assert_allclose(leaves, np.arange(6.0)[mine] + 1e-6)
+    with pytest.raises(ValueError, match="all prioritized or all uniform"):
+        ReplayShards({1: ReplayBuffer(8, (1,)), 2: PrioritizedReplayBuffer(ReplayBuffer(8, (1,)))})

@@ -28,9 +28,14 @@ from typing import Any
 
 from ding_dist.entry.cli.errors import EXIT_SIGTERM, EXIT_USAGE, PROG, UsageError
 
-__all__ = ["launch_local", "RANK_MODULE", "START_METHOD_ENV"]
+__all__ = ["FORK_MAX_PER_CORE", "launch_local", "RANK_MODULE", "START_METHOD_ENV", "start_method"]
 
 START_METHOD_ENV = "DING_DIST_START_METHOD"
+#: Local ranks per CPU core up to which they are forked. Above it they start as fresh interpreters: forked from a
+#: launcher whose threads (torch's store daemons, the heartbeat watch) serve the ranks already started, a rank can
+#: inherit a lock held at that instant and hang before its first beat (measured: 64 forked ranks on 2 cores, one
+#: stuck in glibc's resolver lock, the other 63 waiting for it; started ones finish, in 258 s).
+FORK_MAX_PER_CORE = 8
 RANK_MODULE = "ding_dist.entry.cli"  # what a started (not forked) rank runs: python -m ding_dist.entry.cli
 
 
@@ -144,8 +149,10 @@ def launch_local(nproc: int, max_restarts: int, child_argv: list[str], entry: Ca
     from torch.distributed.run import run as torchrun
 
     from ding_dist.comm.heartbeat import watch_heartbeats
+    from ding_dist.entry.experiment import cpu_cores
 
-    fork = _start_method() == "fork"
+    method, why = _start_method(nproc, cpu_cores())
+    fork = method == "fork"
     launcher_argv = ["--standalone", "--nnodes", "1", "--nproc-per-node", str(nproc)]
     launcher_argv += ["--max-restarts", str(max_restarts), "--module"]
     launcher_args = get_args_parser().parse_args([*launcher_argv, RANK_MODULE, *child_argv])
@@ -156,7 +163,7 @@ def launch_local(nproc: int, max_restarts: int, child_argv: list[str], entry: Ca
     # torchrun would set this itself (with a banner); one thread per rank keeps N ranks from oversubscribing.
     threads = os.environ.setdefault("OMP_NUM_THREADS", "1")
     restarts = f", up to {max_restarts} restart(s)" if max_restarts else ""
-    how = "fork" if fork else "subprocess"
+    how = method + (f": {why}" if why else "")
     print(
         f"{PROG}: starting {nproc} local process(es) with torch.distributed.run ({how}, OMP_NUM_THREADS={threads}"
         f"{restarts})",
@@ -188,19 +195,36 @@ def launch_local(nproc: int, max_restarts: int, child_argv: list[str], entry: Ca
     return 0
 
 
-def _start_method() -> str:
-    """How local ranks start: ``fork`` (of this process, whose torch and ding_dist imports they inherit: 2-3 s
-    less per start on a small machine) with a CPU-only torch, else ``subprocess`` (fresh interpreters, as
-    torchrun's ``--module``): a process that asked CUDA anything must not fork. ``DING_DIST_START_METHOD``
-    overrides."""
-    method = os.environ.get(START_METHOD_ENV, "")
-    if method not in ("", "fork", "subprocess"):
-        raise UsageError(f"{START_METHOD_ENV}={method!r}: expected 'fork' or 'subprocess'")
-    if method:
-        return method
+def start_method(nproc: int, cores: int, asked: str = "", cuda_built: bool = False) -> tuple[str, str]:
+    """How ``nproc`` local ranks on ``cores`` CPU cores start, and why when it is not the default: ``fork`` (of the
+    launcher, whose torch and ding_dist imports they inherit: 2-3 s less per start on a small machine) with a
+    CPU-only torch up to :data:`FORK_MAX_PER_CORE` ranks per core, else ``subprocess`` (fresh interpreters, as
+    torchrun's ``--module``): a process that asked CUDA anything must not fork. ``asked`` (the value of
+    ``DING_DIST_START_METHOD``) overrides.
+
+    Example:
+        >>> start_method(16, 2), start_method(64, 2)[0]
+        (('fork', ''), 'subprocess')
+    """
+    if asked not in ("", "fork", "subprocess"):
+        raise UsageError(f"{START_METHOD_ENV}={asked!r}: expected 'fork' or 'subprocess'")
+    if asked:
+        return asked, f"{START_METHOD_ENV}={asked}"
+    if cuda_built:
+        return "subprocess", ""
+    if nproc > FORK_MAX_PER_CORE * max(1, cores):
+        return "subprocess", f"more than {FORK_MAX_PER_CORE} per core are not forked"
+    return "fork", ""
+
+
+def _start_method(nproc: int, cores: int) -> tuple[str, str]:
+    """:func:`start_method` with ``DING_DIST_START_METHOD`` and this torch's CUDA build."""
+    asked = os.environ.get(START_METHOD_ENV, "")
+    if asked:
+        return start_method(nproc, cores, asked)
     import torch
 
-    return "subprocess" if torch.backends.cuda.is_built() else "fork"
+    return start_method(nproc, cores, cuda_built=torch.backends.cuda.is_built())
 
 
 def _launch_forked(launcher_args: argparse.Namespace, child_argv: list[str], entry: Callable[[list[str]], int]) -> None:

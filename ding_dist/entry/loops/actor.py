@@ -62,6 +62,8 @@ class ActorLoop:
             with policy_sync_group(self.groups.actors), acting_only():
                 self.policy = build_policy(cfg, venv.single_observation_space, venv.single_action_space,
                                            device=cfg.actor_learner.actor_device)  # fmt: skip
+            if hasattr(self.policy, "set_actor_index"):  # e.g. DQN's Ape-X epsilon ladder
+                self.policy.set_actor_index(self.rank - roles.learners, roles.actors)
             seeds.seed_process(self.rank)  # every actor explores with streams of its own
             self.collector = Collector(venv, self.policy, seeds.env_seeds("collector", self.rank, venv.num_envs))
             default_threads(self.policy.obs_space)  # more than one only for image observations

@@ -135,6 +135,7 @@ class DataParallelLoop:
             "ep_return_sum": sum(returns),
             "ep_length_sum": sum(lengths),
             "env_steps": env_step_delta,
+            "env/restarts": self.collector.restarts,  # every rank's crashed-and-recreated envs so far
         }
         out = reduce_log(sums, self.learner.pop_stats())
         expected = env_step_delta * self.world if global_delta is None else global_delta

@@ -179,15 +179,25 @@ class Checkpointing:
                 logger.warning("the replay of a run of other roles is not re-sharded: the buffer starts empty")
             return
 
+        storage = getattr(buffer, "storage", buffer)  # a prioritized buffer wraps its storage
+        priorities: list[float] = []
+
         def load(q: int) -> dict:
             found = self._replay_state(q, env_steps)
             if found is None:
                 raise FileNotFoundError(f"no replay file of rank {q} at env step {env_steps}")
-            return found[1]
+            state = found[1]
+            if "storage" in state:  # prioritized: transitions re-sharded, each at the old ranks' largest priority
+                priorities.append(float(state["max_priority"]))
+                state = state["storage"]
+            return state
 
         try:
-            mine = reshard_states(load, self.exp.rank, world, old_world, rows_capacity=buffer.rows_capacity)
-            buffer.load_state_dict(mine)
+            mine = reshard_states(load, self.exp.rank, world, old_world, rows_capacity=storage.rows_capacity)
+            if storage is buffer:
+                buffer.load_state_dict(mine)
+            else:
+                buffer.load_storage_state(mine, max(priorities, default=None))
         except (FileNotFoundError, ValueError) as e:
             logger.warning("replay buffers of %d rank(s) cannot be re-sharded over %d (%s): the buffer starts empty",
                            old_world, world, e)  # fmt: skip

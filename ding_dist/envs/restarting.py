@@ -1,0 +1,240 @@
+"""A vector env whose sub-envs are recreated when they crash (collector envs).
+
+:class:`RestartingVectorEnv` keeps each env in its own one-env gymnasium vector env (``SyncVectorEnv``, or an
+``AsyncVectorEnv`` with one worker process), stepped together. When one raises in ``step``/``reset``, or its
+worker process dies (SIGKILL, segfault: a broken pipe), only that env is closed and built afresh, reset with a
+new seed derived from its own, and the step reports it in ``info["env_restart"]`` (mask ``info["_env_restart"]``)
+with that env's reset observation, reward 0 and no episode end. The collector then drops the broken episode
+(:class:`~ding_dist.worker.collector.Collector`). More than ``max_restarts`` restarts of one env within
+``restart_window_s`` seconds is an :class:`EnvCrashError` naming the env and its last exception.
+
+Example::
+
+    venv = RestartingVectorEnv([lambda: gym.make("CartPole-v1")] * 4, "async", max_restarts=5, restart_window_s=300)
+    obs, info = venv.reset(seed=[0, 1, 2, 3])
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+
+from ding_dist.comm import get_rank
+
+__all__ = ["EnvCrashError", "RestartingVectorEnv"]
+
+logger = logging.getLogger(__name__)
+
+#: seconds a crashed async worker gets to exit before it is terminated
+_CLOSE_TIMEOUT_S = 1.0
+
+
+class EnvCrashError(RuntimeError):
+    """An env crashed more often than ``env.max_restarts`` within ``env.restart_window_s``."""
+
+
+def _one_env_info(info: dict) -> dict:
+    """The plain info dict of env 0 of a one-env vector info (masks ``_key`` applied, nested dicts too)."""
+    out = {}
+    for key, value in info.items():
+        if key.startswith("_"):
+            continue
+        mask = info.get("_" + key)
+        if mask is not None and not mask[0]:
+            continue
+        out[key] = _one_env_info(value) if isinstance(value, dict) else value[0]
+    return out
+
+
+class RestartingVectorEnv(gym.vector.VectorEnv):
+    """``len(env_fns)`` envs, each recreated by its ``env_fn`` when it crashes (see the module docstring).
+
+    ``manager``: ``"sync"`` (every env in this process) or ``"async"`` (one worker process per env). Autoreset is
+    gymnasium's ``SAME_STEP``. :attr:`restarts` counts every restart so far; :meth:`step_one` steps one env alone
+    (the collector's first step of an env's new episode after a restart).
+
+    Example::
+
+        venv = RestartingVectorEnv([make] * 2, "sync", max_restarts=5, restart_window_s=300)
+        obs, info = venv.reset(seed=[0, 1])
+        obs, reward, terminated, truncated, info = venv.step(np.array([0, 1]))
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        manager: str = "sync",
+        *,
+        max_restarts: int = 5,
+        restart_window_s: float = 300.0,
+    ) -> None:
+        if manager not in ("sync", "async"):
+            raise ValueError(f"manager must be 'sync' or 'async', got {manager!r}")
+        if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+            raise ValueError(f"env.max_restarts must be an int >= 0, got {max_restarts!r}")
+        if (
+            isinstance(restart_window_s, bool)
+            or not isinstance(restart_window_s, (int, float))
+            or restart_window_s <= 0
+        ):
+            raise ValueError(f"env.restart_window_s must be a number of seconds > 0, got {restart_window_s!r}")
+        self.env_fns, self.manager = list(env_fns), manager
+        self.max_restarts, self.restart_window_s = max_restarts, float(restart_window_s)
+        self.num_envs = len(self.env_fns)
+        self.subs: list[gym.vector.VectorEnv] = [self._make_sub(i) for i in range(self.num_envs)]
+        first = self.subs[0]
+        self.single_observation_space = first.single_observation_space
+        self.single_action_space = first.single_action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.metadata = dict(first.metadata or {})
+        self.metadata["autoreset_mode"] = AutoresetMode.SAME_STEP
+        self.render_mode = first.render_mode
+        self.restarts = 0
+        self._seeds: list[int | None] = [None] * self.num_envs
+        self._crashes: list[collections.deque[float]] = [collections.deque() for _ in range(self.num_envs)]
+
+    def _make_sub(self, i: int) -> gym.vector.VectorEnv:
+        # copy=False: the batch of one is copied into this env's batch at once (np.concatenate), never kept
+        fns, mode = [self.env_fns[i]], AutoresetMode.SAME_STEP
+        if self.manager == "sync":
+            return gym.vector.SyncVectorEnv(fns, copy=False, autoreset_mode=mode)
+        return gym.vector.AsyncVectorEnv(fns, shared_memory=True, copy=False, autoreset_mode=mode)
+
+    # --- restarts ------------------------------------------------------------------------------------
+    def _close_sub(self, sub: gym.vector.VectorEnv) -> None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if isinstance(sub, gym.vector.AsyncVectorEnv):
+                    sub.close(terminate=True)
+                else:
+                    sub.close()
+        except Exception:  # a broken env may fail to close: it is dropped either way
+            pass
+
+    def _restart(self, i: int, error: BaseException) -> tuple[Any, dict]:
+        """Close env ``i`` after ``error``, build and reset it again; its reset observation (batch of one)."""
+        while True:
+            now = time.monotonic()
+            crashes = self._crashes[i]
+            crashes.append(now)
+            while crashes and crashes[0] < now - self.restart_window_s:
+                crashes.popleft()
+            if len(crashes) > self.max_restarts:
+                raise EnvCrashError(
+                    f"collector env {i} of rank {get_rank()} crashed {len(crashes)} times within "
+                    f"{self.restart_window_s:g} s (more than env.max_restarts={self.max_restarts} in "
+                    "env.restart_window_s); last exception: "
+                    f"{type(error).__name__}: {error}"
+                ) from error
+            self._close_sub(self.subs[i])
+            self.restarts += 1
+            what = f"{type(error).__name__}: {error}"
+            logger.warning("collector env %d crashed (%s); recreated it, dropping its episode", i, what)
+            seed = self._seeds[i]
+            if seed is not None:  # a fresh stream: the new env never replays the broken episode
+                seed = int(np.random.SeedSequence([seed, self.restarts]).generate_state(1)[0])
+            try:
+                self.subs[i] = self._make_sub(i)
+                return self.subs[i].reset(seed=None if seed is None else [seed])
+            except Exception as e:
+                error = e
+
+    def _call(self, i: int, name: str, *args: Any, **kwargs: Any) -> Any:
+        """``subs[i].name(*args, **kwargs)``, gymnasium's worker-error warnings silenced (a restart logs one line)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return getattr(self.subs[i], name)(*args, **kwargs)
+
+    # --- the vector env ------------------------------------------------------------------------------
+    def reset(self, *, seed: int | Sequence[int] | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        if seed is None or isinstance(seed, int):
+            seeds = [None if seed is None else seed + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+        self._seeds = seeds
+        results: list[Any] = [None] * self.num_envs
+        for i in range(self.num_envs):
+            try:
+                results[i] = self._call(i, "reset", seed=None if seeds[i] is None else [seeds[i]], options=options)
+            except Exception as e:
+                results[i] = self._restart(i, e)
+        obs = self._obs([r[0] for r in results])
+        infos: dict = {}
+        for i, (_, info) in enumerate(results):
+            infos = self._add_info(infos, _one_env_info(info), i)
+        return obs, infos
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        acts = self._split_actions(actions)
+        results: list[Any] = [None] * self.num_envs
+        if self.manager == "async":  # every worker steps at once
+            for i in range(self.num_envs):
+                try:
+                    self._call(i, "step_async", acts[i])
+                except Exception as e:
+                    results[i] = e
+        for i in range(self.num_envs):
+            if results[i] is None:
+                try:
+                    if self.manager == "async":
+                        results[i] = self._call(i, "step_wait")
+                    else:
+                        results[i] = self._call(i, "step", acts[i])
+                except Exception as e:
+                    results[i] = e
+        for i, r in enumerate(results):
+            if isinstance(r, BaseException):
+                results[i] = self._restarted_step(i, r)
+        obs = self._obs([r[0] for r in results])
+        reward = np.concatenate([r[1] for r in results]).astype(np.float64)
+        terminated = np.concatenate([r[2] for r in results]).astype(bool)
+        truncated = np.concatenate([r[3] for r in results]).astype(bool)
+        infos: dict = {}
+        for i, r in enumerate(results):
+            infos = self._add_info(infos, _one_env_info(r[4]), i)
+        return obs, reward, terminated, truncated, infos
+
+    def step_one(self, i: int, action: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Step env ``i`` alone with ``action`` (a batch of one); results are batches of one, as its own
+        one-env vector env returns them (a crash restarts it as :meth:`step` does)."""
+        try:
+            return self._call(i, "step", action)
+        except Exception as e:
+            return self._restarted_step(i, e)
+
+    def _restarted_step(self, i: int, error: BaseException) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        obs, _ = self._restart(i, error)
+        no = np.zeros(1, dtype=bool)
+        info = {"env_restart": np.ones(1, dtype=bool), "_env_restart": np.ones(1, dtype=bool)}
+        return obs, np.zeros(1), no, no.copy(), info
+
+    def _split_actions(self, actions: Any) -> list[Any]:
+        if isinstance(actions, np.ndarray):
+            return [actions[i : i + 1] for i in range(self.num_envs)]
+        space = self.single_action_space
+        return [concatenate(space, [a], create_empty_array(space, 1)) for a in iterate(self.action_space, actions)]
+
+    def _obs(self, batches: list[Any]) -> Any:
+        if all(isinstance(b, np.ndarray) for b in batches):
+            return np.concatenate(batches)
+        items = [next(iter(iterate(sub.observation_space, b))) for sub, b in zip(self.subs, batches)]
+        space = self.single_observation_space
+        return concatenate(space, items, create_empty_array(space, self.num_envs))
+
+    def close_extras(self, **kwargs: Any) -> None:
+        for sub in self.subs:
+            if isinstance(sub, gym.vector.AsyncVectorEnv):
+                sub.close(timeout=kwargs.get("timeout"), terminate=kwargs.get("terminate", False))
+            else:
+                sub.close()

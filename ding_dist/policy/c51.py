@@ -1,0 +1,70 @@
+"""C51: distributional Q-learning on a fixed support (Bellemare, Dabney and Munos 2017, "A Distributional
+Perspective on Reinforcement Learning", arXiv:1707.06887).
+
+Reading order: the network (:class:`~ding_dist.policy.common.CategoricalQNetwork`: logits of a categorical
+distribution over ``n_atom`` atoms from ``v_min`` to ``v_max`` per action; Q = its mean), then ``learn``.
+
+The target of a transition is the distribution of ``reward + discount * Z(next_obs, a*)`` projected back onto
+the support (:func:`~ding_dist.policy.common.categorical_projection`), with ``a*`` the online network's greedy
+action and ``Z`` the target network's distribution (as DI-engine's C51); the loss is its cross-entropy with the
+predicted distribution of the action taken. ``reward`` and ``discount`` (``gamma**n``, 0 after a termination)
+come from the replay's n-step returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import torch
+from easydict import EasyDict
+
+from ding_dist.policy.common import CategoricalQNetwork, QLearningPolicy, categorical_projection, init_q_learning
+
+__all__ = ["C51Policy"]
+
+
+class C51Policy(QLearningPolicy):
+    """C51 for discrete actions.
+
+    Config (``policy.*``): the keys of :class:`~ding_dist.policy.common.QLearningPolicy` (DQN's) and
+    ``model.n_atom``, ``model.v_min``, ``model.v_max`` (the support; DI-engine's defaults 51, -10, 10).
+
+    Example::
+
+        cfg = C51Policy.default_config()
+        policy = C51Policy(cfg, env.single_observation_space, env.single_action_space)
+        stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"loss": ..., "q_mean": ...}
+    """
+
+    algorithm = "C51"
+
+    @classmethod
+    def default_config(cls) -> EasyDict:
+        cfg = super().default_config()
+        cfg.model.update(n_atom=51, v_min=-10.0, v_max=10.0)
+        return cfg
+
+    def __init__(
+        self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"
+    ) -> None:
+        super().__init__(cfg, obs_space, action_space, device)
+        m = self.cfg.model
+        net = CategoricalQNetwork(
+            obs_space, self.n_actions, m.n_atom, m.v_min, m.v_max, hidden_sizes=m.hidden_sizes, activation=m.activation
+        )
+        init_q_learning(self, net, lr=self.cfg.learn.learning_rate)
+
+    def learn(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One gradient step on a replay batch (keys ``obs, action, reward, next_obs, discount``)."""
+        rows = torch.arange(batch["action"].shape[0], device=batch["action"].device)
+        with torch.no_grad():
+            next_action = self.model(batch["next_obs"]).argmax(dim=-1)  # the online net picks a*
+            next_probs = self.target_model(batch["next_obs"], full=True).softmax(dim=-1)[rows, next_action]
+            target = categorical_projection(next_probs, batch["reward"], batch["discount"], self.model.support)
+
+        logits = self.train_model(batch["obs"], full=True)[rows, batch["action"].long()]  # [batch, n_atom]
+        stats = self.apply_loss(-(target * logits.log_softmax(dim=-1)).sum(dim=-1), batch)  # cross-entropy
+        q = (logits.detach().softmax(dim=-1) * self.model.support).sum(dim=-1)
+        return {**stats, "q_mean": q.mean()}

@@ -1,0 +1,39 @@
+"""DDPG: deep deterministic policy gradient (Lillicrap et al. 2015, arXiv:1509.02971).
+
+TD3 without its three additions (:mod:`ding_dist.policy.td3` has the update, written out): one critic
+(``model.twin_critic=False``), no target policy smoothing (``learn.noise=False``), and the actor updated with the
+critic on every update (``learn.actor_update_freq=1``). The critic learns ``y = r + discount * Q'(s', pi'(s'))`` by
+MSE, the actor ``-mean Q(s, pi(s))``; both targets are Polyak-averaged by ``learn.target_theta`` after every update.
+Exploration adds Gaussian noise (``collect.noise_sigma``; the paper's Ornstein-Uhlenbeck process is replaced by
+Gaussian noise here, as in DI-engine and the TD3 paper's DDPG baseline).
+"""
+
+from __future__ import annotations
+
+from easydict import EasyDict
+
+from ding_dist.policy.td3 import TD3Policy
+
+__all__ = ["DDPGPolicy"]
+
+
+class DDPGPolicy(TD3Policy):
+    """DDPG for Box action spaces with finite bounds: :class:`~ding_dist.policy.td3.TD3Policy`'s keys, DDPG's
+    defaults (DI-engine's): one critic, no smoothing noise, the actor on every update, a replay of 10^6.
+
+    Example::
+
+        cfg = DDPGPolicy.default_config()
+        policy = DDPGPolicy(cfg, env.single_observation_space, env.single_action_space)
+        stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"critic_loss": ..., "actor_loss": ...}
+    """
+
+    algorithm = "DDPG"
+
+    @classmethod
+    def default_config(cls) -> EasyDict:
+        cfg = super().default_config()
+        cfg.model.twin_critic = False
+        cfg.learn.update(actor_update_freq=1, noise=False)
+        cfg.other.replay_buffer.replay_buffer_size = 1_000_000
+        return cfg

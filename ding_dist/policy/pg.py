@@ -1,0 +1,207 @@
+"""PG: REINFORCE, the Monte-Carlo policy gradient (Williams 1992), DI-engine's variant.
+
+A policy network only (no critic, no baseline): on complete episodes, returns ``G_t = r_t + gamma * G_{t+1}``
+(``collect.discount_factor``; an episode ends at a termination or a time limit, as in DI-engine, where both are
+``done``) and one step on all of them, ``loss = -mean(log pi(a_t|s_t) * G_t) - entropy_weight * mean(H)``, then
+``learn.grad_clip_norm`` and Adam.
+
+DI-engine collects ``collect.n_episode`` whole episodes per step. The collector here hands over rollouts of
+``collect.n_sample`` env steps, so :meth:`PGPolicy.learn` keeps each env's unfinished episode for the next rollout
+and takes its step once the ranks together hold at least ``collect.n_episode`` complete episodes (one allreduce of
+two counts per call decides, so every rank steps together), on all of them. Between steps it returns the last
+step's statistics. An episode still open at a step continues into the next (its first part acted with the weights
+before that step); open episodes are not saved in checkpoints (a resumed run starts them afresh).
+
+Distributed: each rank's loss is its samples' sum times ``N / (global sample count)``, so after the sync engine's
+average the gradient is that of the mean over every rank's samples: the step one process takes on all episodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from easydict import EasyDict
+from torch import nn
+from torch.distributions import Categorical, Normal
+
+from ding_dist.comm import allreduce, comm_device, get_world_size
+from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
+
+__all__ = ["PGPolicy", "PolicyNetwork", "episode_returns"]
+
+
+class PolicyNetwork(nn.Module):
+    """``obs -> logits`` (Discrete) or Gaussian means with a learned state-independent log-std (Box).
+
+    Example::
+
+        net = PolicyNetwork(obs_size=4, action_size=2, discrete=True, hidden_sizes=[64])
+        net.distribution(net(torch.zeros(3, 4))).sample().shape  # (3,)
+    """
+
+    def __init__(self, obs_size: int, action_size: int, discrete: bool, hidden_sizes: Sequence[int] = (64, 64),
+                 activation: str = "relu") -> None:  # fmt: skip
+        super().__init__()
+        self.discrete = discrete
+        self.net = mlp([obs_size, *hidden_sizes, action_size], activation)
+        if not discrete:
+            self.log_std = nn.Parameter(torch.zeros(action_size))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs)
+
+    def distribution(self, head: torch.Tensor) -> torch.distributions.Distribution:
+        """The action distribution for outputs ``head`` (logits or Gaussian means)."""
+        return Categorical(logits=head) if self.discrete else Normal(head, self.log_std.exp().expand_as(head))
+
+
+def episode_returns(reward: np.ndarray, gamma: float) -> np.ndarray:
+    """Discounted returns-to-go ``G_t = r_t + gamma * G_{t+1}`` of one complete episode (``G`` after its end: 0).
+
+    Example::
+
+        episode_returns(np.array([1.0, 1.0, 1.0]), gamma=0.5)  # [1.75, 1.5, 1.0]
+    """
+    out = np.zeros(len(reward), dtype=np.float32)
+    g = 0.0
+    for t in reversed(range(len(reward))):
+        g = float(reward[t]) + gamma * g
+        out[t] = g
+    return out
+
+
+class PGPolicy(Policy):
+    """REINFORCE for Discrete or Box action spaces (vector observations).
+
+    Config (``policy.*``, beyond the base keys): ``model.hidden_sizes``, ``model.activation``;
+    ``collect.n_episode`` (complete episodes per step, global), ``collect.n_sample`` (env steps per rollout, global),
+    ``collect.discount_factor``; ``learn.learning_rate``, ``learn.entropy_weight``, ``learn.grad_clip_norm``.
+    DI-engine's defaults.
+
+    Example::
+
+        policy = PGPolicy(PGPolicy.default_config(), env.single_observation_space, env.single_action_space)
+        stats = policy.learn(rollout)  # a step once n_episode episodes are complete
+    """
+
+    on_policy = True
+    _state_attrs = ("model", "optimizer")
+
+    @classmethod
+    def default_config(cls) -> EasyDict:
+        cfg = super().default_config()
+        cfg.model = EasyDict(hidden_sizes=[128, 128, 64, 64], activation="relu")
+        cfg.learn.update(learning_rate=1e-3, entropy_weight=0.01, grad_clip_norm=5.0)
+        cfg.learn.pop("batch_size")  # one step on every complete episode
+        cfg.collect.update(n_episode=8, n_sample=128, discount_factor=0.99)
+        return cfg
+
+    def __init__(
+        self,
+        cfg: Mapping[str, Any],
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        super().__init__(cfg, obs_space, action_space, device)
+        self.discrete, action_size = action_info(action_space)
+        m = self.cfg.model
+        self.model = PolicyNetwork(obs_dim(obs_space), action_size, self.discrete, m.hidden_sizes, m.activation)
+        self.model.to(self.device)
+        self.optimizer = self.make_optimizer(self.model.parameters(), lr=self.cfg.learn.learning_rate)
+        self.train_model, self.optimizer = self.distribute(self.model, self.optimizer)
+        if not self.discrete:
+            self._low, self._high = action_space.low, action_space.high
+        #: env column -> its unfinished episode's (obs, action, reward) and its last next_obs
+        self._open: dict[int, list[np.ndarray]] = {}
+        self._done: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # complete episodes: (obs, action, G)
+        zero = torch.zeros((), device=self.device)  # the same keys from the first call on (ranks report alike)
+        self._stats: dict[str, torch.Tensor] = dict.fromkeys(("loss", "policy_loss", "entropy", "return_mean"), zero)
+
+    def _flat_obs(self, obs: np.ndarray) -> torch.Tensor:
+        x = self.as_tensor(obs)
+        return x.reshape(x.shape[0], -1)
+
+    @torch.no_grad()
+    def collect_action(self, obs: np.ndarray, env_step: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        return self.model.distribution(self.model(self._flat_obs(obs))).sample().cpu().numpy(), {}
+
+    def to_env_action(self, action: np.ndarray) -> np.ndarray:
+        return action if self.discrete else np.clip(action, self._low, self._high)
+
+    @torch.no_grad()
+    def eval_action(self, obs: np.ndarray) -> np.ndarray:
+        head = self.model(self._flat_obs(obs))
+        return self.to_env_action((head.argmax(-1) if self.discrete else head).cpu().numpy())
+
+    def _close_episodes(self, rollout: Mapping[str, np.ndarray]) -> None:
+        """Append the rollout to each env's open episode (checking that it continues it); move the ones that ended
+        to the complete episodes."""
+        gamma = self.cfg.collect.discount_factor
+        done = np.asarray(rollout["terminated"]) | np.asarray(rollout["truncated"])
+        for n in range(done.shape[1]):
+            parts = [rollout["obs"][:, n], rollout["action"][:, n], rollout["reward"][:, n]]
+            if n in self._open:
+                *old_parts, last_next_obs = self._open.pop(n)
+                if not np.array_equal(last_next_obs, parts[0][0]):  # e.g. chunks of several actors
+                    raise ValueError(
+                        "PG joins each env's episode across rollouts, and this rollout does not continue the last "
+                        f"one (env {n}): PG needs consecutive rollouts of the same envs (the data-parallel mode)"
+                    )
+                parts = [np.concatenate([old, new]) for old, new in zip(old_parts, parts)]
+            ends = np.flatnonzero(np.concatenate([np.zeros(len(parts[0]) - done.shape[0], bool), done[:, n]]))
+            start = 0
+            for end in ends:
+                obs, action, reward = (p[start : end + 1] for p in parts)
+                self._done.append((obs, action, episode_returns(reward, gamma)))
+                start = end + 1
+            if start < len(parts[0]):
+                self._open[n] = [p[start:] for p in parts] + [rollout["next_obs"][-1, n]]
+
+    def learn(self, rollout: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        """Take in one rollout (fields ``[T, N, ...]``, the one after the last); one REINFORCE step once the ranks
+        hold at least ``collect.n_episode`` complete episodes together."""
+        lc = self.cfg.learn
+        self._close_episodes(rollout)
+        world = get_world_size(self.sync_group)
+        counts = torch.tensor([len(self._done), sum(len(e[2]) for e in self._done)], dtype=torch.int64)
+        counts = counts.to(comm_device(self.sync_group, like=counts))
+        allreduce(counts, op="sum", group=self.sync_group)
+        episodes, samples = (int(c) for c in counts.cpu())
+        if episodes < int(self.cfg.collect.n_episode) * world:  # n_episode was split over the ranks
+            return self._stats
+
+        def cat(i: int) -> np.ndarray:
+            return np.concatenate([e[i] for e in self._done]) if self._done else np.zeros((0,))
+
+        obs = self.as_tensor(cat(0).reshape(-1, *self.obs_space.shape)).reshape(-1, obs_dim(self.obs_space))
+        ret = self.as_tensor(cat(2))
+        action = self.as_tensor(cat(1).reshape(len(ret), *self.action_space.shape))
+        action = action.long() if self.discrete else action
+        self._done = []
+        scale = world / samples  # this rank's part of the mean over every rank's samples, times N
+
+        dist = self.model.distribution(self.train_model(obs))  # the wrapped model: gradients are synchronized
+        logp = dist.log_prob(action) if self.discrete else dist.log_prob(action).sum(-1)
+        entropy = dist.entropy() if self.discrete else dist.entropy().sum(-1)
+        policy_loss = -(logp * ret).sum() * scale
+        entropy_mean = entropy.sum() * scale
+        loss = policy_loss - lc.entropy_weight * entropy_mean
+
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # through the wrapped model: gradients are averaged across ranks
+        if lc.grad_clip_norm is not None:
+            nn.utils.clip_grad_norm_(self.model.parameters(), lc.grad_clip_norm)
+        self.optimizer.step()
+        self.train_iter += 1
+        self._stats = {
+            "loss": loss.detach(),
+            "policy_loss": policy_loss.detach(),
+            "entropy": entropy_mean.detach(),
+            "return_mean": ret.mean() if ret.numel() else torch.zeros((), device=self.device),
+        }
+        return self._stats

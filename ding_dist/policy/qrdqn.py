@@ -1,0 +1,71 @@
+"""QR-DQN: distributional Q-learning by quantile regression (Dabney, Rowland, Bellemare and Munos 2018,
+"Distributional Reinforcement Learning with Quantile Regression", arXiv:1710.10044).
+
+Reading order: the network (:class:`~ding_dist.policy.common.AtomQNetwork` with ``num_quantiles`` outputs per
+action: the return distribution's quantiles at the fixed fractions ``tau_i = (2i + 1) / (2N)``; Q = their mean),
+then ``learn``.
+
+The target quantiles of a transition are ``reward + discount * theta_target(next_obs, a*)`` with ``a*`` the online
+network's greedy action (as DI-engine's QR-DQN); the loss is the quantile Huber loss
+(:func:`~ding_dist.policy.common.quantile_huber_loss`) between every predicted and every target quantile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import torch
+from easydict import EasyDict
+
+from ding_dist.policy.common import AtomQNetwork, QLearningPolicy, init_q_learning, quantile_huber_loss
+
+__all__ = ["QRDQNPolicy"]
+
+
+class QRDQNPolicy(QLearningPolicy):
+    """QR-DQN for discrete actions.
+
+    Config (``policy.*``): the keys of :class:`~ding_dist.policy.common.QLearningPolicy` (DQN's),
+    ``model.num_quantiles`` (DI-engine's default 32) and ``learn.kappa`` (the Huber threshold, 1).
+
+    Example::
+
+        cfg = QRDQNPolicy.default_config()
+        policy = QRDQNPolicy(cfg, env.single_observation_space, env.single_action_space)
+        stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"loss": ..., "q_mean": ...}
+    """
+
+    algorithm = "QR-DQN"
+
+    @classmethod
+    def default_config(cls) -> EasyDict:
+        cfg = super().default_config()
+        cfg.model.num_quantiles = 32
+        cfg.learn.kappa = 1.0
+        return cfg
+
+    def __init__(
+        self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"
+    ) -> None:
+        super().__init__(cfg, obs_space, action_space, device)
+        m = self.cfg.model
+        n = int(m.num_quantiles)
+        if n < 1:
+            raise ValueError(f"model.num_quantiles must be >= 1, got {m.num_quantiles}")
+        net = AtomQNetwork(obs_space, self.n_actions, n, hidden_sizes=m.hidden_sizes, activation=m.activation)
+        init_q_learning(self, net, lr=self.cfg.learn.learning_rate)
+        self.tau = (torch.arange(n, dtype=torch.float32, device=self.device) + 0.5) / n  # quantile midpoints
+
+    def learn(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One gradient step on a replay batch (keys ``obs, action, reward, next_obs, discount``)."""
+        rows = torch.arange(batch["action"].shape[0], device=batch["action"].device)
+        with torch.no_grad():
+            next_action = self.model(batch["next_obs"]).argmax(dim=-1)  # the online net picks a*
+            next_quantiles = self.target_model(batch["next_obs"], full=True)[rows, next_action]  # [batch, N]
+            target = batch["reward"].unsqueeze(1) + batch["discount"].unsqueeze(1) * next_quantiles
+
+        quantiles = self.train_model(batch["obs"], full=True)[rows, batch["action"].long()]  # [batch, N]
+        stats = self.apply_loss(quantile_huber_loss(quantiles, target, self.tau, self.cfg.learn.kappa), batch)
+        return {**stats, "q_mean": quantiles.detach().mean()}
