@@ -129,7 +129,8 @@ KEY_MEANINGS: dict[str, str] = {
     "policy.learn.noise_range.min": "lower clip of the target-smoothing noise",
     "policy.learn.noise_range.max": "upper clip of the target-smoothing noise",
     "policy.collect.noise_sigma": "std of the Gaussian exploration noise added to the actor's action (in [-1, 1])",
-    "policy.collect.n_episode": "PG: complete episodes per step, global (a step on all of them)",
+    "policy.collect.n_episode": "PG, PPO-PG: complete episodes per learn call, global (learned on all of them)",
+    "policy.learn.ppo_param_init": "PPO-PG: orthogonal initial weights and zero biases (DI-engine's ppo_param_init)",
     "a2c:policy.learn.adv_norm": "normalize advantages with the statistics of the whole global rollout (all ranks)",
     # actor_learner (ding_dist/entry/roles.py)
     "actor_learner.actors": "actor processes; 0: the data-parallel mode",

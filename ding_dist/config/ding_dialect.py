@@ -83,7 +83,7 @@ NO_CLIP = 1e9
 #: Policies whose actions live in [-1, 1] and are mapped onto the env's Box bounds (DI-engine's ``act_scale=True``).
 _BOUNDS_MAPPED = ("sac", "td3", "ddpg")
 #: Policies that learn from whole episodes (``collect.n_episode``, DI-engine's episode collector).
-_EPISODE_POLICIES = ("pg",)
+_EPISODE_POLICIES = ("pg", "ppo_pg")
 
 
 @dataclass
@@ -411,7 +411,8 @@ def _common_policy(t: _Translator, policy: str) -> None:
         if policy not in _PRIORITY_POLICIES:
             t.require(path, (False,), f"prioritized replay is implemented for {sorted(_PRIORITY_POLICIES)} only")
     t.require("policy.multi_agent", (False,), "ding_dist has no multi-agent policies")
-    t.require("policy.collect.unroll_len", (1,), "ding_dist learns from single transitions (unroll_len=1)")
+    if policy not in _TRAJECTORY_POLICIES:  # IMPALA's unroll_len is its V-trace horizon (its translator)
+        t.require("policy.collect.unroll_len", (1,), "ding_dist learns from single transitions (unroll_len=1)")
     if t.has("policy.collect.n_episode") and policy not in _EPISODE_POLICIES:
         raise ConfigError(
             "DI-engine config key 'policy.collect.n_episode' cannot be honoured: ding_dist collects a fixed number "
@@ -533,7 +534,7 @@ def _dqn(t: _Translator) -> None:
 
 
 #: Policies whose translator maps DI-engine's prioritized replay (``policy.priority``, ``priority_IS_weight``).
-_PRIORITY_POLICIES = ("dqn", "c51", "qrdqn", "mdqn", "iqn", "rainbow")
+_PRIORITY_POLICIES = ("dqn", "c51", "qrdqn", "mdqn", "iqn", "rainbow", "sql")
 
 
 def _priority(t: _Translator, d: str, on: bool = False) -> None:
@@ -886,6 +887,81 @@ def _rainbow(t: _Translator) -> None:
     _q_family(t, "Rainbow", defaults, always_dueling=True)
 
 
+@translates("sql", on_policy=False)
+def _sql(t: _Translator) -> None:
+    t.default("policy.learn.alpha", "policy.learn.alpha", 0.1, "DI-engine's SQL default")
+    if t.has("policy.learn.target_theta") and not t.has("policy.learn.target_update_freq"):
+        raise ConfigError(
+            "DI-engine config key 'policy.learn.target_theta' cannot be honoured: DI-engine's SQL copies its target "
+            "every target_update_freq updates (default 100); set target_update_freq instead"
+        )
+    t.ignore("policy.learn.target_theta", "DI-engine's SQL copies its target every target_update_freq updates")
+    t.report.add("differs", "an overflowing soft value is not replaced by +-20 (DI-engine's guard against inf)")
+    _q_family(t, "SQL", {**_Q_DEFAULTS, "n_sample": None}, dueling=True)
+
+
+@translates("sac_discrete", on_policy=False)  # the name in older DI-engine files
+@translates("discrete_sac", on_policy=False)
+def _discrete_sac(t: _Translator) -> None:
+    d = "DI-engine's discrete SAC default"
+    t.require("policy.model.twin_critic", (True,), "ding_dist's discrete SAC always has twin critics")
+    t.require("policy.learn.log_space", (True,), "ding_dist tunes log(alpha)")
+    for path in ("policy.model.agent_obs_shape", "policy.model.global_obs_shape"):
+        t.ignore(path, "multi-agent observation shapes; taken from the env's observation space")
+    actor = (t.take("policy.model.actor_head_hidden_size", 64), t.take("policy.model.actor_head_layer_num", 1))
+    critic = (t.take("policy.model.critic_head_hidden_size", 64), t.take("policy.model.critic_head_layer_num", 1))
+    actor_hidden, critic_hidden = [actor[0]] * (1 + actor[1]), [critic[0]] * (1 + critic[1])
+    t.put("policy.model.actor_hidden_sizes", actor_hidden)
+    t.put("policy.model.critic_hidden_sizes", critic_hidden)
+    t.put("policy.model.activation", "relu")
+    t.report.add(
+        "mapped",
+        f"policy.model head sizes -> actor_hidden_sizes={actor_hidden}, critic_hidden_sizes={critic_hidden} (ReLU)",
+    )
+    t.ignore("policy.learn.init_w", "the last layers keep torch's default initialization")
+    t.ignore("policy.transition_with_policy_data", "the learner recomputes the policy; the replay stores actions")
+    t.ignore("policy.collect.env_num", "the collector's envs are env.collector_env_num")
+    t.ignore("policy.eval.env_num", "the evaluator's envs are env.evaluator_env_num")
+    t.ignore_under("policy.command", "DI-engine's serial commander has nothing to do here")
+    for key, value in (
+        ("learning_rate_q", 3e-4),
+        ("learning_rate_policy", 3e-4),
+        ("learning_rate_alpha", 3e-4),
+        ("target_theta", 0.005),
+        ("alpha", 0.2),
+        ("auto_alpha", True),
+    ):
+        t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
+    if t.has("policy.learn.target_entropy"):
+        t.same("policy.learn.target_entropy")
+    else:
+        t.report.add("default", "policy.learn.target_entropy=None: -n_actions (DI-engine's discrete SAC default)")
+    t.default("policy.learn.discount_factor", "policy.discount_factor", 0.99, d)
+    upc = t.default("policy.learn.update_per_collect", "policy.learn.update_per_collect", 1, d)
+    n_sample = t.default("policy.collect.n_sample", "policy.collect.n_sample", 1, d)
+    batch = t.out.get("policy.learn.batch_size", 256)
+    t.put("policy.learn.batch_size", batch)
+    random_collect = t.take("policy.random_collect_size", 10000)
+    starts = max(int(batch), int(random_collect))
+    t.put("policy.learn.learning_starts", starts)
+    t.report.add(
+        "converted",
+        f"policy.random_collect_size={random_collect} -> policy.learn.learning_starts={starts} (random actions)",
+    )
+    if t.take("policy.learn.ignore_done", False):
+        t.report.add("mapped", "policy.learn.ignore_done=True: time-limit ends bootstrap here (gymnasium truncation)")
+    t.put("policy.learn.grad_clip_norm", None)
+    if t.under("policy.other.eps"):
+        for key in ("type", "start", "end", "decay"):
+            t.same(f"policy.other.eps.{key}")
+    else:
+        t.report.add("default", "policy.other.eps: none (actions sampled from the policy only)")
+    t.default(
+        "policy.other.replay_buffer.replay_buffer_size", "policy.other.replay_buffer.replay_buffer_size", 1_000_000, d
+    )
+    _iteration_counts(t, _int_at_least(t, "policy.learn.update_per_collect", upc, 1), n_sample, f"{upc} train iters")
+
+
 def _vac_model(t: _Translator, name: str) -> None:
     """DI-engine's VAC network (a shared encoder, actor and critic heads) -> our separate actor and critic MLPs."""
     t.require(
@@ -945,12 +1021,11 @@ def _a2c(t: _Translator) -> None:
     _iteration_counts(t, 1, n_sample, "1 train iter per collect")
 
 
-@translates("pg", on_policy=True)
-def _pg(t: _Translator) -> None:
-    d = "DI-engine's PG default"
-    t.require("policy.action_space", ("discrete", "continuous"), "ding_dist's PG has Categorical and Gaussian heads")
+def _pg_model(t: _Translator, name: str) -> None:
+    """DI-engine's PG network (an encoder and a policy head) -> our policy MLP."""
+    heads = f"ding_dist's {name} has Categorical and Gaussian heads"
+    t.require("policy.action_space", ("discrete", "continuous"), heads)
     t.ignore("policy.model.action_space", "taken from the env's action space")
-    t.require("policy.deterministic_eval", (True,), "ding_dist evaluates greedy actions")
     encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
     head = t.take("policy.model.head_hidden_size", None) or encoder[-1]
     layers = _int_at_least(t, "policy.model.head_layer_num", t.take("policy.model.head_layer_num", 1), 0)
@@ -958,6 +1033,28 @@ def _pg(t: _Translator) -> None:
     t.put("policy.model.hidden_sizes", hidden)
     t.put("policy.model.activation", "relu")
     t.report.add("mapped", f"policy.model encoder={encoder} + head {head} x {layers} -> hidden_sizes={hidden} (ReLU)")
+
+
+def _episode_rollouts(t: _Translator, d: str, what: str) -> tuple[int, int]:
+    """DI-engine's ``collect.n_episode`` (its episode collector) -> ours, collected in rollouts of ``n_sample``."""
+    n_episode = t.default("policy.collect.n_episode", "policy.collect.n_episode", 8, f"{d} (in its comments)")
+    _int_at_least(t, "policy.collect.n_episode", n_episode, 1)
+    envs = int(t.out.get("env.collector_env_num", 8))
+    n_sample = t.take("policy.collect.n_sample", 16 * envs)
+    t.put("policy.collect.n_sample", _int_at_least(t, "policy.collect.n_sample", n_sample, 1))
+    t.report.add(
+        "converted",
+        f"policy.collect.n_episode={n_episode}: {what} once that many episodes are complete, on all of them; "
+        f"collected in rollouts of policy.collect.n_sample={n_sample} env steps",
+    )
+    return n_episode, n_sample
+
+
+@translates("pg", on_policy=True)
+def _pg(t: _Translator) -> None:
+    d = "DI-engine's PG default"
+    _pg_model(t, "PG")
+    t.require("policy.deterministic_eval", (True,), "ding_dist evaluates greedy actions")
     if "policy.learn.batch_size" in t.out:  # DI-engine's PG takes one step on all the collected episodes
         t.out.pop("policy.learn.batch_size")
         t.report.add("ignored", "policy.learn.batch_size: PG takes one step on all complete episodes, as DI-engine's")
@@ -967,16 +1064,7 @@ def _pg(t: _Translator) -> None:
     t.require("policy.learn.ignore_done", (False,), "DI-engine's PG does not implement ignore_done")
     t.ignore("policy.collect.collector.get_train_sample", "complete episodes are always the training samples")
     t.default("policy.collect.discount_factor", "policy.collect.discount_factor", 0.99, d)
-    n_episode = t.default("policy.collect.n_episode", "policy.collect.n_episode", 8, f"{d} (in its comments)")
-    _int_at_least(t, "policy.collect.n_episode", n_episode, 1)
-    envs = int(t.out.get("env.collector_env_num", 8))
-    n_sample = t.take("policy.collect.n_sample", 16 * envs)
-    t.put("policy.collect.n_sample", _int_at_least(t, "policy.collect.n_sample", n_sample, 1))
-    t.report.add(
-        "converted",
-        f"policy.collect.n_episode={n_episode}: a step once that many episodes are complete, on all of them; "
-        f"collected in rollouts of policy.collect.n_sample={n_sample} env steps",
-    )
+    n_episode, n_sample = _episode_rollouts(t, d, "a step")
     given = t.take("policy.eval.evaluator.eval_freq")
     iters = _DING_EVAL_FREQ if given is _MISSING else _int_at_least(t, "policy.eval.evaluator.eval_freq", given, 0)
     steps = max(1, iters) * n_sample
@@ -986,6 +1074,107 @@ def _pg(t: _Translator) -> None:
         f"policy.eval.evaluator.eval_freq={iters} train iters (of {n_episode} episodes each in DI-engine) -> "
         f"policy.eval.eval_freq={steps} env steps ({iters} rollouts of {n_sample}): episode lengths vary",
     )
+
+
+@translates("ppo_pg", on_policy=True)
+def _ppo_pg(t: _Translator) -> None:
+    """DI-engine's PPOPGPolicy: PG's network and whole episodes, PPO's clipped epochs on Monte-Carlo returns."""
+    d = "DI-engine's PPO-PG default"
+    _pg_model(t, "PPO-PG")
+    if "policy.learn.batch_size" not in t.out:
+        t.put("policy.learn.batch_size", 64)
+        t.report.add("default", f"policy.learn.batch_size=64 ({d})")
+    for key, value in (("epoch_per_collect", 10), ("learning_rate", 3e-4), ("entropy_weight", 0.0), ("clip_ratio", 0.2),
+                       ("ppo_param_init", True)):  # fmt: skip
+        t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
+    clip_type = t.require("policy.learn.grad_clip_type", ("clip_norm", None), "only gradient-norm clipping")
+    clip_value = t.take("policy.learn.grad_clip_value", 0.5)
+    t.put("policy.learn.grad_clip_norm", NO_CLIP if clip_type is None else clip_value)
+    t.report.add(
+        "mapped", f"policy.learn.grad_clip_type/value -> grad_clip_norm={None if clip_type is None else clip_value!r}"
+    )
+    t.require("policy.learn.ignore_done", (False,), "DI-engine's PPO-PG does not implement ignore_done")
+    t.ignore("policy.transition_with_policy_data", "rollouts always keep the actions' log-probs")
+    t.ignore("policy.collect.collector.get_train_sample", "complete episodes are always the training samples")
+    t.default("policy.collect.discount_factor", "policy.collect.discount_factor", 0.99, d)
+    _, n_sample = _episode_rollouts(t, d, "PPO epochs")
+    given = t.take("policy.eval.evaluator.eval_freq")
+    iters = _DING_EVAL_FREQ if given is _MISSING else _int_at_least(t, "policy.eval.evaluator.eval_freq", given, 0)
+    epochs, batch = int(t.out["policy.learn.epoch_per_collect"]), int(t.out["policy.learn.batch_size"])
+    steps = max(1, math.ceil(iters * batch / max(1, epochs) / n_sample)) * n_sample
+    t.put("policy.eval.eval_freq", steps)
+    t.report.add(
+        "converted",
+        f"policy.eval.evaluator.eval_freq={iters} train iters (minibatches of {batch}, epoch_per_collect={epochs}) -> "
+        f"policy.eval.eval_freq={steps} env steps (whole rollouts of {n_sample})",
+    )
+
+
+#: Policies whose DI-engine files collect trajectories of ``unroll_len`` steps (their translator reads it).
+_TRAJECTORY_POLICIES = ("impala",)
+
+
+@translates("impala", on_policy=True)
+def _impala(t: _Translator) -> None:
+    """DI-engine's IMPALA (trajectories of ``unroll_len`` steps in a replay, ``update_per_collect`` V-trace updates
+    on ``batch_size`` of them) onto ours (rollouts of ``unroll_len`` steps per env, learned ``epoch_per_collect``
+    times): the same V-trace horizon and the same number of uses of each collected step."""
+    d = "DI-engine's IMPALA default"
+    _vac_model(t, "IMPALA")
+    unroll = t.take("policy.collect.unroll_len", 32)
+    learn_unroll = t.take("policy.learn.unroll_len", unroll)
+    if learn_unroll != unroll:
+        raise ConfigError(
+            f"DI-engine config keys 'policy.learn.unroll_len' = {short_repr(learn_unroll)} and "
+            f"'policy.collect.unroll_len' = {short_repr(unroll)} cannot be honoured: one V-trace horizon here"
+        )
+    unroll = _int_at_least(t, "policy.collect.unroll_len", unroll, 1)
+    envs = int(t.out.get("env.collector_env_num", 8))
+    n_traj = _int_at_least(t, "policy.collect.n_sample", t.take("policy.collect.n_sample", 16), 1)
+    upc = _int_at_least(t, "policy.learn.update_per_collect", t.take("policy.learn.update_per_collect", 4), 1)
+    batch = _int_at_least(t, "policy.learn.batch_size", t.take("policy.learn.batch_size", 16), 1)
+    n_sample = unroll * envs  # one rollout: unroll_len steps of every env
+    epochs = max(1, round(upc * batch / n_traj))  # DI-engine: each trajectory used upc * batch / n_traj times
+    minibatch = min(batch * unroll, n_sample)
+    t.put("policy.collect.n_sample", n_sample)
+    t.put("policy.learn.epoch_per_collect", epochs)
+    t.put("policy.learn.batch_size", minibatch)
+    t.report.add(
+        "converted",
+        f"policy.collect.unroll_len={unroll}, n_sample={n_traj} trajectories, learn.update_per_collect={upc}, "
+        f"batch_size={batch} trajectories -> rollouts of {unroll} steps per env (policy.collect.n_sample={n_sample} "
+        f"with {envs} envs), policy.learn.epoch_per_collect={epochs} passes (each step used {epochs} times, as "
+        f"DI-engine's replay uses it on average), minibatches of policy.learn.batch_size={minibatch} steps",
+    )
+    t.report.add("differs", "DI-engine replays trajectories up to max_use times; here each rollout is learned "
+                 "right after it is collected (with actors: V-trace corrects their lag)")  # fmt: skip
+    t.ignore_under("policy.other.replay_buffer", "rollouts go straight to the learner (V-trace, no trajectory replay)")
+    t.require("policy.nstep", (1,), "V-trace targets")
+    gamma = t.take("policy.learn.discount_factor", t.take("policy.discount_factor", 0.99))
+    collect_gamma = t.take("policy.collect.discount_factor", gamma)
+    if collect_gamma != gamma:
+        raise ConfigError(f"DI-engine config keys 'policy.learn.discount_factor' = {short_repr(gamma)} and "
+                          f"'policy.collect.discount_factor' = {short_repr(collect_gamma)} cannot be honoured: one "
+                          "discount here")  # fmt: skip
+    t.put("policy.collect.discount_factor", gamma)
+    t.report.add("same", f"policy.learn.discount_factor={gamma!r} -> policy.collect.discount_factor")
+    t.ignore("policy.collect.gae_lambda", "IMPALA's targets are V-trace's (policy.learn.lambda_)")
+    for key, ours, value in (("learning_rate", "learning_rate", 5e-4), ("value_weight", "value_weight", 0.5),
+                             ("entropy_weight", "entropy_weight", 1e-4), ("lambda_", "vtrace_lambda", 0.95),
+                             ("rho_clip_ratio", "rho_bar", 1.0), ("c_clip_ratio", "c_bar", 1.0)):  # fmt: skip
+        t.default(f"policy.learn.{key}", f"policy.learn.{ours}", value, d)
+    rho_pg = t.take("policy.learn.rho_pg_clip_ratio", 1.0)
+    if rho_pg != t.out["policy.learn.rho_bar"]:
+        raise ConfigError(
+            f"DI-engine config key 'policy.learn.rho_pg_clip_ratio' = {short_repr(rho_pg)} cannot be honoured: the "
+            "policy gradient's importance weights are clipped at rho_clip_ratio here"
+        )
+    if t.has("policy.learn.grad_clip_type"):
+        t.require("policy.learn.grad_clip_type", ("clip_norm",), "gradients are clipped by their norm")
+    if t.has("policy.learn.grad_clip_value"):
+        t.same("policy.learn.grad_clip_value", "policy.learn.grad_clip_norm")
+    t.put("policy.learn.adv_norm", False)
+    _iteration_counts(t, upc, n_sample, f"{upc} train iters per collect")
 
 
 def _translate(t: _Translator) -> None:

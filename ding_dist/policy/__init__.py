@@ -6,6 +6,7 @@ import importlib.util
 
 from ding_dist.policy.base import Policy, action_info, hard_update, mlp, obs_dim, soft_update
 from ding_dist.policy.c51 import C51Policy
+from ding_dist.policy.discrete_sac import DiscreteSACPolicy
 from ding_dist.policy.dqn import DQNPolicy
 from ding_dist.policy.impala import IMPALAPolicy
 from ding_dist.policy.iqn import IQNPolicy
@@ -13,6 +14,7 @@ from ding_dist.policy.mdqn import MDQNPolicy
 from ding_dist.policy.ppo import PPOPolicy
 from ding_dist.policy.qrdqn import QRDQNPolicy
 from ding_dist.policy.rainbow import RainbowPolicy
+from ding_dist.policy.sql import SQLPolicy
 
 #: ``create_config.policy.type`` -> policy class.
 POLICY_REGISTRY: dict[str, type[Policy]] = {"dqn": DQNPolicy, "ppo": PPOPolicy, "impala": IMPALAPolicy}
@@ -28,17 +30,22 @@ POLICY_REGISTRY["qrdqn"] = QRDQNPolicy
 POLICY_REGISTRY["mdqn"] = MDQNPolicy
 POLICY_REGISTRY["iqn"] = IQNPolicy
 POLICY_REGISTRY["rainbow"] = RainbowPolicy
+POLICY_REGISTRY["sql"] = SQLPolicy
+POLICY_REGISTRY["discrete_sac"] = DiscreteSACPolicy
+POLICY_REGISTRY["sac_discrete"] = DiscreteSACPolicy  # the type name of DI-engine's older cartpole_sac_config.py
 
 # Actor-critic policies, under DI-engine's type names.
 from ding_dist.policy.a2c import A2CPolicy  # noqa: E402
 from ding_dist.policy.ddpg import DDPGPolicy  # noqa: E402
 from ding_dist.policy.pg import PGPolicy  # noqa: E402
+from ding_dist.policy.ppo_pg import PPOPGPolicy  # noqa: E402
 from ding_dist.policy.td3 import TD3Policy  # noqa: E402
 
 POLICY_REGISTRY["td3"] = TD3Policy
 POLICY_REGISTRY["ddpg"] = DDPGPolicy
 POLICY_REGISTRY["a2c"] = A2CPolicy
 POLICY_REGISTRY["pg"] = PGPolicy
+POLICY_REGISTRY["ppo_pg"] = PPOPGPolicy
 
 
 def register_policy(name: str, cls: type[Policy]) -> None:
@@ -69,6 +76,7 @@ def get_policy_cls(name: str) -> type[Policy]:
 __all__ = [
     "POLICY_REGISTRY",
     "C51Policy",
+    "DiscreteSACPolicy",
     "DQNPolicy",
     "IMPALAPolicy",
     "IQNPolicy",
@@ -76,6 +84,7 @@ __all__ = [
     "PPOPolicy",
     "QRDQNPolicy",
     "RainbowPolicy",
+    "SQLPolicy",
     "Policy",
     "action_info",
     "get_policy_cls",

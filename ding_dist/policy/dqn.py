@@ -131,7 +131,9 @@ class DQNPolicy(Policy):
     ``alpha``, ``beta``, ``anneal_step``: the prioritized replay's exponents and beta's annealing in draws);
     ``priority`` (sample by priority, return per-sample priorities), ``priority_IS_weight`` (weight each sample's
     loss by its importance weight; needs ``priority``). With ``priority`` every rank keeps its own replay shard
-    with its own priorities and samples only from it (``batch_size / N`` per update, as uniform replay does).
+    with its own priorities and samples only from it (``batch_size / N`` per update, as uniform replay does);
+    with actors (Ape-X), each actor computes its transitions' first priorities (:meth:`initial_priority`) and
+    sends them with its chunks.
     Image observations (uint8 ``(C, H, W)``) get a Nature-CNN whose linear layer has ``model.hidden_sizes[0]``
     units; the remaining hidden sizes follow it.
 
@@ -232,6 +234,49 @@ class DQNPolicy(Policy):
         explore = torch.rand(actions.shape, device=actions.device) < eps
         random_actions = torch.randint_like(actions, self.n_actions)
         return torch.where(explore, random_actions, actions).cpu().numpy(), {}
+
+    @property
+    def sends_priority(self) -> bool:
+        """Whether actors send :meth:`initial_priority` with their chunks (``priority``: Ape-X)."""
+        return bool(self.cfg.priority)
+
+    @torch.no_grad()
+    def initial_priority(self, rollout: Mapping[str, np.ndarray]) -> np.ndarray:
+        """``|n-step TD error|`` (float32, ``[T, num_envs]``) of each transition of a collector rollout, from this
+        copy of the networks: the target :meth:`learn` uses (double DQN with ``learn.double``), with the n-step
+        return of the replay buffer, which ends at a termination, a truncation or the rollout's last step (as a
+        buffer does at its newest row, so a rollout just added gets the priority :meth:`learn` would give it).
+
+        Example::
+
+            rollout = collector.collect(32, env_step)
+            buffer.add(rollout, priority=policy.initial_priority(rollout))  # Ape-X: the actor computes them
+        """
+        reward = np.asarray(rollout["reward"], dtype=np.float64)
+        done = np.asarray(rollout["terminated"]) | np.asarray(rollout["truncated"])
+        steps, envs = reward.shape
+        gamma, start, env = self.cfg.discount_factor, np.arange(steps)[:, None], np.arange(envs)[None, :]
+        ret, last = np.zeros_like(reward), np.broadcast_to(start, reward.shape).copy()
+        n, alive = np.zeros(reward.shape, dtype=np.int64), np.ones(reward.shape, dtype=bool)
+        for k in range(int(self.cfg.get("nstep", 1))):
+            active = alive & (start + k < steps)
+            row = np.minimum(start + k, steps - 1)
+            ret += np.where(active, gamma**k * reward[row, env], 0.0)
+            last, n = np.where(active, start + k, last), np.where(active, k + 1, n)
+            alive = active & ~done[row, env]
+        discount = gamma**n * ~np.asarray(rollout["terminated"])[last, env]
+
+        def flat(x: np.ndarray, dtype: Any = None) -> torch.Tensor:  # [T, envs, ...] -> [T * envs, ...]
+            x = np.asarray(x).reshape(steps * envs, *np.shape(x)[2:])
+            return obs_tensor(x, self.obs_space, self.device) if dtype is None else self.as_tensor(x, dtype)
+
+        next_obs = flat(np.asarray(rollout["next_obs"])[last, env])
+        next_q_target = self.target_model(next_obs)
+        next_action = (self.model(next_obs) if self.cfg.learn.double else next_q_target).argmax(-1, keepdim=True)
+        next_q = next_q_target.gather(1, next_action).squeeze(1)
+        target = flat(ret.astype(np.float32), torch.float32) + flat(discount.astype(np.float32), torch.float32) * next_q
+        q = self.model(flat(rollout["obs"])).gather(1, flat(rollout["action"], torch.long).unsqueeze(1)).squeeze(1)
+        return (q - target).abs().reshape(steps, envs).cpu().numpy()
 
     @torch.no_grad()
     def eval_action(self, obs: np.ndarray) -> np.ndarray:

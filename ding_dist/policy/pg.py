@@ -111,16 +111,23 @@ class PGPolicy(Policy):
         self.discrete, action_size = action_info(action_space)
         m = self.cfg.model
         self.model = PolicyNetwork(obs_dim(obs_space), action_size, self.discrete, m.hidden_sizes, m.activation)
+        self._init_model()
         self.model.to(self.device)
         self.optimizer = self.make_optimizer(self.model.parameters(), lr=self.cfg.learn.learning_rate)
         self.train_model, self.optimizer = self.distribute(self.model, self.optimizer)
         if not self.discrete:
             self._low, self._high = action_space.low, action_space.high
-        #: env column -> its unfinished episode's (obs, action, reward) and its last next_obs
+        #: env column -> its unfinished episode's (obs, action, reward, *step_fields) and its last next_obs
         self._open: dict[int, list[np.ndarray]] = {}
-        self._done: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # complete episodes: (obs, action, G)
+        self._done: list[tuple[np.ndarray, ...]] = []  # complete episodes: (obs, action, G, *step_fields)
         zero = torch.zeros((), device=self.device)  # the same keys from the first call on (ranks report alike)
         self._stats: dict[str, torch.Tensor] = dict.fromkeys(("loss", "policy_loss", "entropy", "return_mean"), zero)
+
+    #: Rollout fields kept per step beyond obs, action and reward (a subclass's extras, e.g. PPO-PG's ``logp``).
+    step_fields: tuple[str, ...] = ()
+
+    def _init_model(self) -> None:
+        """Re-initialize ``self.model`` before it is distributed (PG: the layers' default initialization)."""
 
     def _flat_obs(self, obs: np.ndarray) -> torch.Tensor:
         x = self.as_tensor(obs)
@@ -144,7 +151,7 @@ class PGPolicy(Policy):
         gamma = self.cfg.collect.discount_factor
         done = np.asarray(rollout["terminated"]) | np.asarray(rollout["truncated"])
         for n in range(done.shape[1]):
-            parts = [rollout["obs"][:, n], rollout["action"][:, n], rollout["reward"][:, n]]
+            parts = [rollout[k][:, n] for k in ("obs", "action", "reward", *self.step_fields)]
             if n in self._open:
                 *old_parts, last_next_obs = self._open.pop(n)
                 if not np.array_equal(last_next_obs, parts[0][0]):  # e.g. chunks of several actors
@@ -156,8 +163,8 @@ class PGPolicy(Policy):
             ends = np.flatnonzero(np.concatenate([np.zeros(len(parts[0]) - done.shape[0], bool), done[:, n]]))
             start = 0
             for end in ends:
-                obs, action, reward = (p[start : end + 1] for p in parts)
-                self._done.append((obs, action, episode_returns(reward, gamma)))
+                obs, action, reward, *rest = (p[start : end + 1] for p in parts)
+                self._done.append((obs, action, episode_returns(reward, gamma), *rest))
                 start = end + 1
             if start < len(parts[0]):
                 self._open[n] = [p[start:] for p in parts] + [rollout["next_obs"][-1, n]]

@@ -33,7 +33,7 @@ from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
 from ding_dist.policy.encoders import NatureCNN, is_image_space, obs_tensor
 from ding_dist.policy.normalization import RunningObsNorm
 
-__all__ = ["PPOPolicy", "ActorCritic", "ImageActorCritic", "compute_gae", "minibatch_plan"]
+__all__ = ["PPOPolicy", "ActorCritic", "ImageActorCritic", "clipped_surrogate", "compute_gae", "minibatch_plan"]
 
 
 class ActorCritic(nn.Module):
@@ -135,6 +135,20 @@ def compute_gae(
         last = delta + gamma * gae_lambda * nonterminal * last
         adv[t] = last
     return adv, adv + value
+
+
+def clipped_surrogate(
+    logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, clip_ratio: float, mean: Any = torch.mean
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's clipped policy loss ``mean(max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps)))`` and the ``ratio``
+    ``exp(logp - old_logp)``; ``mean`` reduces the per-sample terms (default: their mean).
+
+    Example::
+
+        loss, ratio = clipped_surrogate(logp, old_logp, adv, clip_ratio=0.2)
+    """
+    ratio = (logp - old_logp).exp()
+    return mean(torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - clip_ratio, 1.0 + clip_ratio))), ratio
 
 
 def minibatch_plan(batch_size: int, size: int, rank_samples: Sequence[int] | None) -> tuple[int, int, int | None]:
@@ -369,8 +383,7 @@ class PPOPolicy(Policy):
                 a = adv_all[idx]
                 if lc.adv_norm:  # statistics of the global minibatch (all ranks' parts), as on one process
                     a = (a - adv_mean[epoch, mb]) / (adv_std[epoch, mb] + 1e-8)
-                ratio = (logp - old_logp[idx]).exp()
-                policy_loss = mean(torch.max(-a * ratio, -a * ratio.clamp(1.0 - lc.clip_ratio, 1.0 + lc.clip_ratio)))
+                policy_loss, ratio = clipped_surrogate(logp, old_logp[idx], a, lc.clip_ratio, mean)
 
                 r = ret_all[idx]
                 if lc.value_clip_ratio is not None:

@@ -120,7 +120,9 @@ def chunk_layout(policy: Any, obs_space: gym.Space, num_envs: int, steps: int) -
     """The layout of a chunk of ``steps`` vector steps of ``num_envs`` envs for ``policy``.
 
     The action dtype and the policy's extras (PPO: ``logp``, ``value``) come from one dry run of
-    ``policy.collect_action`` on sampled observations, with every RNG left as it was.
+    ``policy.collect_action`` on sampled observations, with every RNG left as it was. A policy whose
+    ``sends_priority`` is true (prioritized DQN: Ape-X) adds ``priority`` (float32 ``[T, num_envs]``), which the
+    actor fills with ``policy.initial_priority(rollout)``.
 
     Example::
 
@@ -143,6 +145,8 @@ def chunk_layout(policy: Any, obs_space: gym.Space, num_envs: int, steps: int) -
     }
     for name, value in sorted(extras.items()):
         fields[name] = ((*step, *value.shape[1:]), value.dtype)
+    if getattr(policy, "sends_priority", False):
+        fields["priority"] = (step, np.float32)
     fields["last_obs"] = ((num_envs, *obs_shape), obs_space.dtype)
     return ChunkLayout(fields)
 
@@ -445,7 +449,8 @@ class ReplayShards:
     Prioritized shards (:class:`~ding_dist.data.prioritized.PrioritizedReplayBuffer`, ``policy.priority``):
     :meth:`sample` returns ``(batch, weights, indices)``, each shard's part drawn by its own priorities and
     weighted within its shard (the shards' parts stay in proportion to their sizes), and
-    :meth:`update_priorities` sends each priority back to its shard.
+    :meth:`update_priorities` sends each priority back to its shard; :meth:`extend` takes a chunk's ``priority``
+    field (Ape-X: computed by the actor) as its transitions' first priorities.
 
     Example::
 
@@ -467,7 +472,12 @@ class ReplayShards:
         return sum(len(b) for b in self.shards.values())
 
     def extend(self, rollout: Mapping[str, np.ndarray], shard: int) -> None:
-        self.shards[shard].extend(rollout)
+        """Add a rollout to ``shard``; prioritized shards take its ``priority`` field (the actor's ``|delta|``,
+        Ape-X) when it has one, else the shard's current maximum priority."""
+        if self.prioritized and "priority" in rollout:
+            self.shards[shard].add(rollout, priority=rollout["priority"])
+        else:
+            self.shards[shard].extend(rollout)
 
     def sample(self, batch_size: int, device: str | torch.device = "cpu") -> Any:
         """``batch_size`` transitions, split over the shards in proportion to their sizes (prioritized shards:

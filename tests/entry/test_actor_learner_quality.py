@@ -48,3 +48,31 @@ def test_pendulum_sac_reaches_minus_200_with_an_actor_and_a_learner(tmp_path):
     result = launch(_train, 2, config, str(tmp_path), 1, 30_000, timeout=300, comm_timeout=120)[0]
     assert result["best_eval_return"] >= -200, result["eval_history"]
     assert result["stopped_by"] == "stop_value"
+
+
+@pytest.mark.quality
+@pytest.mark.timeout(1800)
+def test_cartpole_apex_dqn_reaches_475_with_two_actors(tmp_path):
+    """Ape-X (configs/cartpole_apex_dqn_config.py): ``ding-dist train ... --actors 2 --learners 1``, one process
+    timed from outside, as in benchmarks/bench_actor_learner.py; the env steps and seconds are printed."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    exp = tmp_path / "run"
+    cmd = [sys.executable, "-m", "ding_dist.entry.cli", "train", str(CONFIGS / "cartpole_apex_dqn_config.py"),
+           "--actors", "2", "--learners", "1", "--seed", str(SEED), "--exp-dir", str(exp),
+           "--max-env-steps", str(MAX_ENV_STEPS)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
+    start = time.perf_counter()
+    done = subprocess.run(cmd, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=1500)
+    wall = time.perf_counter() - start
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((exp / "result.json").read_text())
+    print(f"apex cartpole seed {SEED}: {result['env_steps']} env steps, {wall:.1f} s whole process")
+    assert result["world_size"] == 3 and result["actor_learner"]["actors"] == 2
+    assert result["best_eval_return"] >= 475, result["eval_history"]
+    assert result["stopped_by"] == "stop_value" and result["env_steps"] <= MAX_ENV_STEPS
+    assert result["actor_learner"]["lag_max"] <= result["actor_learner"]["max_lag"]

@@ -1,6 +1,7 @@
 """``ding-dist train --resume RUN`` and ``ding-dist eval --ckpt RUN`` with the run's own saved config: a changed
 config is a diff and a new file, a finished run is not trained again, a checkpoint of another policy is one
-line. Each test runs the real CLI in subprocesses on one tiny CartPole DQN run (512 env steps)."""
+line. The tests run the real CLI on one tiny CartPole DQN run (512 env steps): train and resume in subprocesses,
+eval in this process (``main``, the console script's function)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,16 @@ def _cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess:
     env["OMP_NUM_THREADS"] = "1"
     cmd = [sys.executable, "-m", "ding_dist.entry.cli", *map(str, args)]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
+
+
+def _eval(capsys, *args: str | Path) -> subprocess.CompletedProcess:
+    """``ding-dist eval ...`` in this process, its exit code and output as :func:`_cli` gives them."""
+    from ding_dist.entry.cli import main
+
+    capsys.readouterr()
+    code = main(["eval", *map(str, args)])
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(["ding-dist", "eval"], code, out.out, out.err)
 
 
 def _ckpts(run: Path) -> list[str]:
@@ -105,28 +116,28 @@ def test_resume_defaults_to_the_run_config_and_stops_when_already_done(trained, 
     assert done.stdout.startswith("trained 1792 env steps")
 
 
-def test_eval_defaults_to_the_run_config_and_names_a_checkpoint_of_another_policy(trained, tmp_path):
+def test_eval_defaults_to_the_run_config_and_names_a_checkpoint_of_another_policy(trained, tmp_path, capsys):
     ckpt = trained / "ckpt" / "ckpt_000000512.pt"
     for where in (trained, ckpt):  # the run folder, or a checkpoint file inside it
-        done = _cli("eval", "--ckpt", where, "--episodes", "1", cwd=tmp_path)
+        done = _eval(capsys, "--ckpt", where, "--episodes", "1")
         assert done.returncode == 0, done.stderr[-3000:]
         assert done.stdout.startswith(f"checkpoint {ckpt}: mean_return ")
 
-    line = _error_line(_cli("eval", PPO_CONFIG, "--ckpt", trained, "--episodes", "1", cwd=tmp_path))
+    line = _error_line(_eval(capsys, PPO_CONFIG, "--ckpt", trained, "--episodes", "1"))
     assert line == f"ding-dist: error: checkpoint '{ckpt}' was trained by policy 'dqn', the config asks for 'ppo'"
 
     main, _ = read_config(trained / "config.py")
     main.policy.model.hidden_sizes = [16]
     save_config(main, tmp_path / "small.py")
-    line = _error_line(_cli("eval", tmp_path / "small.py", "--ckpt", ckpt, "--episodes", "1", cwd=tmp_path))
+    line = _error_line(_eval(capsys, tmp_path / "small.py", "--ckpt", ckpt, "--episodes", "1"))
     assert line.startswith(f"ding-dist: error: checkpoint '{ckpt}' does not fit this config's policy 'dqn': ")
     assert "size mismatch" in line
 
     old = load_checkpoint(ckpt)  # a checkpoint from before they recorded their policy type, outside its run
     old.pop("policy_type")
     save_checkpoint(old, tmp_path / "old.pt")
-    line = _error_line(_cli("eval", PPO_CONFIG, "--ckpt", tmp_path / "old.pt", "--episodes", "1", cwd=tmp_path))
+    line = _error_line(_eval(capsys, PPO_CONFIG, "--ckpt", tmp_path / "old.pt", "--episodes", "1"))
     assert line.startswith(f"ding-dist: error: checkpoint '{tmp_path / 'old.pt'}' does not fit this config's "
                            "policy 'ppo': ")  # fmt: skip
-    line = _error_line(_cli("eval", "--ckpt", tmp_path / "old.pt", cwd=tmp_path))
+    line = _error_line(_eval(capsys, "--ckpt", tmp_path / "old.pt"))
     assert line.endswith("is not in a run folder with a saved config.py: give CONFIG")

@@ -151,7 +151,9 @@ def test_train_two_processes_with_nproc(tmp_path, start):
     out = _cli("train", str(config), "--nproc", "2", "--max-env-steps", "200", "--exp-dir", str(exp),
                "--set", *FAST, cwd=tmp_path, env={"DING_DIST_START_METHOD": start})  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    assert f"starting 2 local process(es) with torch.distributed.run ({start}, OMP_NUM_THREADS=1)" in out.stderr
+    # the start method, and why when it is not the default (here: the environment variable)
+    why = f"{start}: DING_DIST_START_METHOD={start}"
+    assert f"starting 2 local process(es) with torch.distributed.run ({why}, OMP_NUM_THREADS=1)" in out.stderr
     res = _result(exp)
     steps, train_iters = _expected(200, nproc=2)
     assert res["world_size"] == 2 and res["env_steps"] == steps and res["train_iters"] == train_iters

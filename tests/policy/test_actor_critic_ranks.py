@@ -1,6 +1,6 @@
-"""World-size invariance of the actor-critic policies (TD3, DDPG, A2C, PG): 2 ranks, each learning on its share of
-the same global data with the per-rank config ``split_config`` gives it, apply the update one process applies to
-the whole. All policies in one launch."""
+"""World-size invariance of the actor-critic policies (TD3, DDPG, A2C, PG, PPO-PG): 2 ranks, each learning on its
+share of the same global data with the per-rank config ``split_config`` gives it, apply the update one process
+applies to the whole. All policies in one launch."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from ding_dist.config.split import split_config
 from ding_dist.policy.a2c import A2CPolicy
 from ding_dist.policy.ddpg import DDPGPolicy
 from ding_dist.policy.pg import PGPolicy
+from ding_dist.policy.ppo_pg import PPOPGPolicy
 from ding_dist.policy.td3 import TD3Policy
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,))
@@ -68,14 +69,18 @@ def _rollout(seed: int) -> dict[str, np.ndarray]:
     }
 
 
-def _rollout_updates(cls: type, rollouts: int = 3, **collect) -> tuple[list[int], np.ndarray]:
+def _rollout_updates(
+    cls: type, rollouts: int = 3, learn: dict | None = None, **collect
+) -> tuple[list[int], np.ndarray]:
     """``rollouts`` learn calls on this rank's env columns of fixed global rollouts (A2C: one step each, advantages
-    normalized over the global rollout; PG: steps once the ranks hold ``n_episode`` complete episodes)."""
+    normalized over the global rollout; PG, PPO-PG: steps once the ranks hold ``n_episode`` complete episodes; the
+    ranks' episodes differ in length, so PPO-PG weights each rank's minibatch share by its samples)."""
     rank, world = dd.get_rank(), dd.get_world_size()
     cfg = cls.default_config()
     cfg.device = "cpu"
     cfg.model.hidden_sizes = [8]
     cfg.collect.update(n_sample=N_ENVS * STEPS, **collect)
+    cfg.learn.update(learn or {})
     if cls is A2CPolicy:
         cfg.learn.adv_norm = True
     part = split_config(EasyDict(env=dict(collector_env_num=N_ENVS), policy=cfg), world)
@@ -99,6 +104,8 @@ def _all_updates() -> dict:
         "ddpg": _replay_updates(DDPGPolicy),
         "a2c": _rollout_updates(A2CPolicy),
         "pg": _rollout_updates(PGPolicy, n_episode=6),
+        # one global minibatch of every sample (at most 3 * 32 = 96), 2 epochs: the update of one process exactly
+        "ppo_pg": _rollout_updates(PPOPGPolicy, learn=dict(batch_size=128, epoch_per_collect=2), n_episode=6),
     }
 
 
@@ -110,6 +117,7 @@ def test_two_ranks_apply_the_update_of_one_process(run_ranks):
     assert whole["a2c"][0] == [N_ENVS, 3] and split[0]["a2c"][0] == split[1]["a2c"][0] == [N_ENVS // 2, 3]
     assert whole["pg"][0][0] == N_ENVS and split[0]["pg"][0][0] == split[1]["pg"][0][0] == N_ENVS // 2
     assert split[0]["pg"][0][1] == split[1]["pg"][0][1] == whole["pg"][0][1] == 2  # steps at the same rollouts
+    assert split[0]["ppo_pg"][0][1] == split[1]["ppo_pg"][0][1] == whole["ppo_pg"][0][1] == 4  # 2 x 2 epochs
     for key, (_, params) in whole.items():
         np.testing.assert_array_equal(split[0][key][1], split[1][key][1], err_msg=key)
         np.testing.assert_allclose(split[0][key][1], params, rtol=1e-5, atol=1e-6, err_msg=key)

@@ -180,3 +180,70 @@ def test_apex_epsilon_ladder_and_the_actor_index():
     assert policy.schedule_values(0)["train/epsilon"] == pytest.approx(0.4**8)
     obs = np.random.default_rng(0).normal(size=(300, 3)).astype(np.float32)
     assert (policy.collect_action(obs, env_step=0)[0] == policy.eval_action(obs)).mean() > 0.95  # not eps = 1
+
+
+def _rollout(steps=5, envs=2, seed=0):
+    """A fixed rollout: env 0 terminates at t=1, env 1 is truncated at t=2 (``[T, envs, ...]``, as collected)."""
+    rng = np.random.default_rng(seed)
+    terminated, truncated = np.zeros((steps, envs), bool), np.zeros((steps, envs), bool)
+    terminated[1, 0], truncated[2, 1] = True, True
+    return {
+        "obs": rng.normal(size=(steps, envs, 3)).astype(np.float32),
+        "action": rng.integers(0, 4, (steps, envs)),
+        "reward": rng.normal(size=(steps, envs)).astype(np.float32),
+        "next_obs": rng.normal(size=(steps, envs, 3)).astype(np.float32),
+        "terminated": terminated,
+        "truncated": truncated,
+    }
+
+
+@pytest.mark.parametrize("nstep", [1, 3])
+@pytest.mark.parametrize("double", [True, False])
+def test_actor_initial_priority_is_the_n_step_td_error_by_hand(nstep, double):
+    policy = make_prioritized(priority=True, nstep=nstep, discount_factor=0.9)
+    policy.cfg.learn.double = double
+    with torch.no_grad():  # a target network that differs from the online one
+        for p in policy.target_model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    r = _rollout()
+    got = policy.initial_priority(r)
+    assert got.shape == (5, 2) and got.dtype == np.float32
+
+    def q(obs):  # Q(obs, .) of one observation, online and target
+        return policy.model(torch.as_tensor(obs)[None])[0]
+
+    def q_target(obs):
+        return policy.target_model(torch.as_tensor(obs)[None])[0]
+
+    want = np.zeros((5, 2))
+    with torch.no_grad():
+        for t, e in np.ndindex(5, 2):
+            ret, k = 0.0, 0
+            while True:  # rewards until n, the episode's end or the rollout's last step
+                ret += 0.9**k * float(r["reward"][t + k, e])
+                k += 1
+                if k == nstep or t + k == 5 or r["terminated"][t + k - 1, e] or r["truncated"][t + k - 1, e]:
+                    break
+            nxt = r["next_obs"][t + k - 1, e]
+            a_star = int((q(nxt) if double else q_target(nxt)).argmax())
+            boot = 0.0 if r["terminated"][t + k - 1, e] else 0.9**k * float(q_target(nxt)[a_star])
+            want[t, e] = abs(float(q(r["obs"][t, e])[r["action"][t, e]]) - (ret + boot))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # By hand for any n: env 0's terminating step has the target r (no bootstrap).
+    with torch.no_grad():
+        q10 = float(q(r["obs"][1, 0])[r["action"][1, 0]])
+    assert got[1, 0] == pytest.approx(abs(q10 - float(r["reward"][1, 0])), rel=1e-5)
+    assert policy.sends_priority and not make_prioritized().sends_priority
+
+
+def test_actor_priority_equals_the_learners_for_a_rollout_just_added():
+    from ding_dist.data.replay import ReplayBuffer, as_tensors
+
+    policy = make_prioritized(priority=True, nstep=3, discount_factor=0.9)
+    r = _rollout()
+    buf = ReplayBuffer(10, (3,), num_envs=2, n_step=3, gamma=0.9, seed=0)
+    buf.extend(r)
+    offset, env = np.divmod(np.arange(10), 2)  # every transition, in [T, envs] order
+    b = as_tensors(buf._gather(buf._n_step_at(buf._oldest(), offset, env)), "cpu")
+    expected = policy.initial_priority(r).reshape(-1)
+    np.testing.assert_allclose(policy.learn(b)["priority"].numpy(), expected, rtol=1e-5, atol=1e-6)

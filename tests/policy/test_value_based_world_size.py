@@ -1,5 +1,5 @@
-"""The value-based policies (C51, QR-DQN, MDQN, IQN, Rainbow) apply the same update on 2 ranks as on 1 process when the
-ranks learn on the two halves of the same global batch: one ``run_ranks`` launch for all of them."""
+"""The value-based policies (C51, QR-DQN, MDQN, IQN, Rainbow, SQL, discrete SAC) apply the same update on 2 ranks as on
+1 process when the ranks learn on the two halves of the same global batch: one ``run_ranks`` launch for all of them."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ding_dist.policy import get_policy_cls
 
 OBS, ACT = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Discrete(3)
 GLOBAL_BATCH = 8
-POLICIES = ("c51", "qrdqn", "mdqn", "iqn", "rainbow")
+POLICIES = ("c51", "qrdqn", "mdqn", "iqn", "rainbow", "sql", "discrete_sac")
 
 
 def _global_batch(step: int) -> dict[str, torch.Tensor]:
@@ -36,13 +36,14 @@ def _updates() -> dict[str, np.ndarray]:
         cls = get_policy_cls(name)
         cfg = cls.default_config()
         cfg.device = "cpu"
-        cfg.model.hidden_sizes = [16]
+        cfg.model.update(hidden_sizes=[16], actor_hidden_sizes=[16], critic_hidden_sizes=[16])
         cfg.learn.update(batch_size=GLOBAL_BATCH // world, target_update_freq=2, grad_clip_norm=1.0)
         torch.manual_seed(rank)  # different initial draws: distribute() gives every rank rank 0's parameters
         policy = cls(cfg, OBS, ACT)
         for step in range(3):
             policy.learn({k: v[rows] for k, v in _global_batch(step).items()})
-        out[name] = torch.cat([p.detach().flatten() for p in policy.model.parameters()]).numpy()
+        nets = [policy.actor, policy.critic, policy.log_alpha] if name == "discrete_sac" else [policy.model]
+        out[name] = torch.cat([p.detach().flatten() for net in nets for p in net.parameters()]).numpy()
     return out
 
 

@@ -229,3 +229,41 @@ def test_prioritized_replay_shards_send_priorities_back_to_their_shard():
         np.testing.assert_allclose(leaves, np.arange(6.0)[mine] + 1e-6)
     with pytest.raises(ValueError, match="all prioritized or all uniform"):
         ReplayShards({1: ReplayBuffer(8, (1,)), 2: PrioritizedReplayBuffer(ReplayBuffer(8, (1,)))})
+
+
+def test_apex_chunks_carry_the_actors_priorities_into_the_learners_shard():
+    import gymnasium as gym
+
+    from ding_dist.data.prioritized import PrioritizedReplayBuffer
+    from ding_dist.data.replay import ReplayBuffer
+    from ding_dist.policy.base import acting_only
+    from ding_dist.policy.dqn import DQNPolicy
+    from ding_dist.worker.experience import chunk_layout
+
+    obs_space, act_space = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Discrete(2)
+    cfg = DQNPolicy.default_config()
+    cfg.model.hidden_sizes = [8]
+    with acting_only():  # as actors build theirs (no optimizer)
+        assert "priority" not in chunk_layout(DQNPolicy(cfg, obs_space, act_space), obs_space, 2, 4).fields
+        cfg.priority = True
+        policy = DQNPolicy(cfg, obs_space, act_space)
+    layout = chunk_layout(policy, obs_space, num_envs=2, steps=4)
+    assert layout.fields["priority"][:2] == ((4, 2), torch.float32)
+    rng = np.random.default_rng(0)
+    rollout = {"obs": rng.normal(size=(4, 2, 3)).astype(np.float32), "action": rng.integers(0, 2, (4, 2)),
+               "reward": rng.normal(size=(4, 2)).astype(np.float32),
+               "next_obs": rng.normal(size=(4, 2, 3)).astype(np.float32), "terminated": np.zeros((4, 2), bool),
+               "truncated": np.zeros((4, 2), bool), "last_obs": np.zeros((2, 3), np.float32)}  # fmt: skip
+    rollout["priority"] = policy.initial_priority(rollout)  # as the actor loop does
+    buf = layout.new_buffer()
+    views = layout.views(buf)
+    for name, value in rollout.items():  # what the sender writes and the receiver reads
+        views[name].copy_(torch.from_numpy(value))
+    received = {k: t.numpy() for k, t in views.items() if k not in ("meta", "stats")}
+    shards = ReplayShards({a: PrioritizedReplayBuffer(ReplayBuffer(16, (3,), num_envs=2), alpha=0.5) for a in (2, 3)})
+    shards.extend(received, shard=3)
+    leaves = shards.shards[3].tree.leaves(np.arange(8)).reshape(4, 2)
+    np.testing.assert_allclose(leaves, (rollout["priority"].astype(np.float64) + 1e-6) ** 0.5)
+    assert shards.shards[3].max_priority == max(1.0, float(rollout["priority"].max()) + 1e-6)
+    shards.extend({k: v for k, v in received.items() if k != "priority"}, shard=2)  # none sent: the maximum (1)
+    np.testing.assert_array_equal(shards.shards[2].tree.leaves(np.arange(8)), np.ones(8))

@@ -103,6 +103,8 @@ class ActorLoop:
                 # plus what all actors collected since (about this actor's share times the actors).
                 global_steps = weights.env_steps + self.roles.actors * (env_steps - loaded_at)
                 rollout = self.collector.collect(self.steps, global_steps)
+                if "priority" in self.layout.fields:  # Ape-X: first priorities from this actor's networks
+                    rollout["priority"] = self.policy.initial_priority(rollout)
                 env_steps += self.steps * num_envs
                 returns, lengths = self.collector.pop_episodes()
                 header = ChunkHeader(

@@ -1,0 +1,260 @@
+"""Discrete SAC: soft actor-critic over a categorical policy (Christodoulou 2019, "Soft Actor-Critic for Discrete
+Action Settings", arXiv:1910.07207), as DI-engine's ``discrete_sac``.
+
+Reading order: the networks (:class:`CategoricalActor`, :class:`TwinQValues`: Q-values of every action), the two
+expectations over the policy (:func:`expected_soft_value`, :func:`discrete_policy_loss`), then
+:class:`DiscreteSACPolicy` — config, acting, and ``learn``, where the three losses are computed in plain sight.
+With ``pi = softmax(actor(s))`` the expectations over actions are exact sums, so nothing in ``learn`` is sampled:
+
+- critic: ``y = r + discount * sum_b pi(b | s') * (min_i Q_target_i(s', b) - alpha * log pi(b | s'))``; loss
+  ``MSE(Q_1(s, a), y) + MSE(Q_2(s, a), y)``;
+- actor: ``sum_b pi(b | s) * (alpha * log pi(b | s) - min_i Q_i(s, b))``, averaged over the batch, with the
+  critics just updated and held fixed;
+- temperature (``learn.auto_alpha``): ``log_alpha * (H(pi(. | s)) - target_entropy)``, averaged over the batch,
+  which lowers alpha while the policy's entropy is above ``target_entropy``. DI-engine's default target is
+  ``-n_actions``, below any categorical entropy, so with it alpha only falls.
+
+Acting samples the policy, with ``other.eps`` of uniformly random actions mixed in (DI-engine's
+``eps_greedy_multinomial_sample``) and uniformly random actions before ``learn.learning_starts`` global env steps
+(DI-engine's ``random_collect_size``); evaluation takes the most probable action. Distributed as SAC: the actor,
+the twin critic and ``log_alpha`` each go through :meth:`Policy.distribute` with their optimizer.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+from easydict import EasyDict
+from torch import nn
+
+from ding_dist.policy.base import Policy, soft_update
+from ding_dist.policy.common import discrete_actions, trunk
+from ding_dist.policy.dqn import epsilon_schedule
+from ding_dist.policy.encoders import obs_tensor
+from ding_dist.policy.sac import LogAlpha
+
+__all__ = ["CategoricalActor", "DiscreteSACPolicy", "TwinQValues", "discrete_policy_loss", "expected_soft_value"]
+
+
+class CategoricalActor(nn.Module):
+    """``obs -> logits`` ``[batch, actions]`` of a categorical policy: a :func:`~ding_dist.policy.common.trunk` and
+    a linear layer.
+
+    Example::
+
+        actor = CategoricalActor(gym.spaces.Box(-1, 1, (4,)), n_actions=2, hidden_sizes=[64, 64])
+        actor(torch.zeros(5, 4)).shape  # (5, 2)
+    """
+
+    def __init__(
+        self, obs_space: gym.Space, n_actions: int, hidden_sizes: Sequence[int] = (64, 64), activation: str = "relu"
+    ) -> None:
+        super().__init__()
+        self.body, width = trunk(obs_space, hidden_sizes, activation)
+        self.logits = nn.Linear(width, int(n_actions))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.logits(self.body(obs))
+
+
+class TwinQValues(nn.Module):
+    """Two independent Q-networks ``obs -> (Q_1, Q_2)``, each the Q-values ``[batch, actions]`` of every action.
+
+    Example::
+
+        critic = TwinQValues(gym.spaces.Box(-1, 1, (4,)), n_actions=2, hidden_sizes=[64, 64])
+        q1, q2 = critic(torch.zeros(5, 4))  # (5, 2), (5, 2)
+    """
+
+    def __init__(
+        self, obs_space: gym.Space, n_actions: int, hidden_sizes: Sequence[int] = (64, 64), activation: str = "relu"
+    ) -> None:
+        super().__init__()
+        body1, width = trunk(obs_space, hidden_sizes, activation)
+        body2, _ = trunk(obs_space, hidden_sizes, activation)
+        self.q1 = nn.Sequential(body1, nn.Linear(width, int(n_actions)))
+        self.q2 = nn.Sequential(body2, nn.Linear(width, int(n_actions)))
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.q1(obs), self.q2(obs)
+
+
+def expected_soft_value(logits: torch.Tensor, q: torch.Tensor, alpha: float | torch.Tensor) -> torch.Tensor:
+    """The soft value ``sum_b pi(b) * (q(b) - alpha * log pi(b))`` ``[batch]`` of the policy ``pi = softmax(logits)``
+    under Q-values ``q`` (both ``[batch, actions]``).
+
+    Example::
+
+        logits = torch.log(torch.tensor([[0.25, 0.75]]))
+        expected_soft_value(logits, torch.tensor([[1.0, 2.0]]), 1.0)  # 1.75 + H([1/4, 3/4])
+    """
+    log_pi = F.log_softmax(logits, dim=-1)
+    return (log_pi.exp() * (q - alpha * log_pi)).sum(dim=-1)
+
+
+def discrete_policy_loss(logits: torch.Tensor, q: torch.Tensor, alpha: float | torch.Tensor) -> torch.Tensor:
+    """The actor's loss per sample ``sum_b pi(b) * (alpha * log pi(b) - q(b))`` ``[batch]``, ``pi = softmax(logits)``:
+    minus :func:`expected_soft_value`, with the gradient reaching ``logits`` only.
+
+    Example::
+
+        loss = discrete_policy_loss(actor(obs), torch.min(*critic(obs)).detach(), alpha).mean()
+    """
+    return -expected_soft_value(logits, q.detach(), alpha)
+
+
+class DiscreteSACPolicy(Policy):
+    """Soft actor-critic for Discrete action spaces.
+
+    Config (``policy.*``, beyond the base keys): ``discount_factor``, ``nstep``; ``model.actor_hidden_sizes``,
+    ``model.critic_hidden_sizes``, ``model.activation``; ``learn.learning_rate_policy`` / ``learning_rate_q`` /
+    ``learning_rate_alpha`` (Adam), ``learn.update_per_collect``, ``learn.learning_starts`` (global env steps of
+    uniformly random actions before the first update), ``learn.target_theta`` (Polyak rate of the target critics),
+    ``learn.alpha`` (initial or fixed temperature), ``learn.auto_alpha``, ``learn.target_entropy`` (None:
+    ``-n_actions``, DI-engine's default), ``learn.grad_clip_norm`` (None: no clipping); ``other.eps`` (uniformly
+    random actions mixed into the sampled ones; the default: none); ``other.replay_buffer``.
+
+    Example::
+
+        cfg = DiscreteSACPolicy.default_config()
+        policy = DiscreteSACPolicy(cfg, env.single_observation_space, env.single_action_space)
+        stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"critic_loss": ..., "alpha": ...}
+    """
+
+    on_policy = False
+    _state_attrs = (
+        "actor",
+        "critic",
+        "critic_target",
+        "log_alpha",
+        "actor_optimizer",
+        "critic_optimizer",
+        "alpha_optimizer",
+    )
+
+    @classmethod
+    def default_config(cls) -> EasyDict:
+        cfg = super().default_config()
+        cfg.discount_factor = 0.99
+        cfg.nstep = 1
+        cfg.model = EasyDict(actor_hidden_sizes=[64, 64], critic_hidden_sizes=[64, 64], activation="relu")
+        cfg.learn.pop("learning_rate")  # three optimizers, three rates
+        cfg.learn.update(
+            batch_size=64,
+            learning_rate_policy=3e-4,
+            learning_rate_q=3e-4,
+            learning_rate_alpha=3e-4,
+            update_per_collect=1,
+            learning_starts=1000,
+            target_theta=0.005,
+            alpha=0.2,
+            auto_alpha=True,
+            target_entropy=None,
+            grad_clip_norm=None,
+        )
+        cfg.collect.n_sample = 8
+        cfg.other.eps = EasyDict(type="linear", start=0.0, end=0.0, decay=1)
+        cfg.other.replay_buffer = EasyDict(replay_buffer_size=100000, save_in_checkpoint=False)
+        return cfg
+
+    def __init__(
+        self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"
+    ) -> None:
+        super().__init__(cfg, obs_space, action_space, device)
+        self.n_actions = discrete_actions(action_space, "discrete SAC")
+        lc, m = self.cfg.learn, self.cfg.model
+        if not 0.0 < lc.target_theta <= 1.0:
+            raise ValueError(f"learn.target_theta must be in (0, 1], got {lc.target_theta}")
+        self.target_entropy = float(-self.n_actions if lc.target_entropy is None else lc.target_entropy)
+        self.actor = CategoricalActor(obs_space, self.n_actions, m.actor_hidden_sizes, m.activation).to(self.device)
+        self.critic = TwinQValues(obs_space, self.n_actions, m.critic_hidden_sizes, m.activation).to(self.device)
+        self.log_alpha = LogAlpha(lc.alpha).to(self.device)
+        self.actor_optimizer = self.make_optimizer(self.actor.parameters(), lr=lc.learning_rate_policy)
+        self.critic_optimizer = self.make_optimizer(self.critic.parameters(), lr=lc.learning_rate_q)
+        self.alpha_optimizer = self.make_optimizer(self.log_alpha.parameters(), lr=lc.learning_rate_alpha)
+        self.train_actor, self.actor_optimizer = self.distribute(self.actor, self.actor_optimizer)
+        self.train_critic, self.critic_optimizer = self.distribute(self.critic, self.critic_optimizer)
+        self.train_log_alpha, self.alpha_optimizer = self.distribute(self.log_alpha, self.alpha_optimizer)
+        # Copied after distribute, which gives every rank rank 0's initial parameters.
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+
+    # --- acting ---------------------------------------------------------------------------------
+    @property
+    def alpha(self) -> float:
+        """Current entropy temperature."""
+        return float(self.log_alpha.value.detach().exp())
+
+    @torch.no_grad()
+    def schedule_values(self, env_step: int) -> dict[str, float]:
+        """The share of uniformly random actions at global ``env_step``."""
+        e = self.cfg.other.eps
+        return {"train/epsilon": epsilon_schedule(e.type, e.start, e.end, e.decay, env_step)}
+
+    @torch.no_grad()
+    def collect_action(self, obs: np.ndarray, env_step: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Samples of the policy (uniform before ``learn.learning_starts``; epsilon of them uniform after)."""
+        logits = self.actor(obs_tensor(obs, self.obs_space, self.device))
+        actions = torch.multinomial(F.softmax(logits, dim=-1), 1).squeeze(1)
+        eps = 1.0 if env_step < self.cfg.learn.learning_starts else self.schedule_values(env_step)["train/epsilon"]
+        explore = torch.rand(actions.shape, device=actions.device) < eps
+        return torch.where(explore, torch.randint_like(actions, self.n_actions), actions).cpu().numpy(), {}
+
+    @torch.no_grad()
+    def eval_action(self, obs: np.ndarray) -> np.ndarray:
+        return self.actor(obs_tensor(obs, self.obs_space, self.device)).argmax(dim=-1).cpu().numpy()
+
+    # --- learning -------------------------------------------------------------------------------
+    def _step(self, optimizer: torch.optim.Optimizer, module: nn.Module, loss: torch.Tensor) -> None:
+        """Backward through a wrapped module (gradients averaged across ranks), optional clip, step."""
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.cfg.learn.grad_clip_norm is not None:
+            nn.utils.clip_grad_norm_(module.parameters(), self.cfg.learn.grad_clip_norm)
+        optimizer.step()
+
+    def learn(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One discrete-SAC update on a replay batch (keys ``obs, action, reward, next_obs, discount``)."""
+        lc = self.cfg.learn
+        alpha = self.log_alpha.value.detach().exp()
+
+        # Critic: the soft value of the next state, an exact expectation over the current policy.
+        with torch.no_grad():
+            next_v = expected_soft_value(
+                self.actor(batch["next_obs"]), torch.min(*self.critic_target(batch["next_obs"])), alpha
+            )
+            target = batch["reward"] + batch["discount"] * next_v
+        action = batch["action"].long().unsqueeze(1)
+        q1, q2 = (q.gather(1, action).squeeze(1) for q in self.train_critic(batch["obs"]))
+        critic_loss = F.mse_loss(q1, target) + F.mse_loss(q2, target)
+        self._step(self.critic_optimizer, self.critic, critic_loss)
+
+        # Actor: the updated critics held fixed (computed without gradients, so none is produced or sent).
+        logits = self.train_actor(batch["obs"])
+        with torch.no_grad():
+            q = torch.min(*self.critic(batch["obs"]))
+        actor_loss = discrete_policy_loss(logits, q, alpha).mean()
+        self._step(self.actor_optimizer, self.actor, actor_loss)
+
+        # Temperature: move log_alpha so the policy's entropy tracks target_entropy.
+        log_pi = F.log_softmax(logits.detach(), dim=-1)
+        entropy = -(log_pi.exp() * log_pi).sum(dim=-1)
+        alpha_loss = (self.train_log_alpha() * (entropy - self.target_entropy)).mean()
+        if lc.auto_alpha:
+            self._step(self.alpha_optimizer, self.log_alpha, alpha_loss)
+
+        soft_update(self.critic_target, self.critic, lc.target_theta)
+        self.train_iter += 1
+        return {
+            "critic_loss": critic_loss.detach(),
+            "actor_loss": actor_loss.detach(),
+            "alpha_loss": alpha_loss.detach(),
+            "alpha": alpha.reshape(()),
+            "entropy": entropy.mean(),
+            "q_mean": q1.detach().mean(),
+        }
