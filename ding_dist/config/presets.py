@@ -105,11 +105,13 @@ def shipped_config(algo: str, env_id: str, folder: Path | None = None) -> Path |
         'cartpole_ppo_config.py'
     """
     folder = configs_dir() if folder is None else folder
+    found = []
     for path in sorted(folder.glob("*_config.py")) if folder.is_dir() else ():
         main, create = read_config(path)
         if (create.get("policy") or {}).get("type") == algo and (main.get("env") or {}).get("id") == env_id:
-            return path
-    return None
+            roles = bool(((main.get("actor_learner") or {}).get("actors")) or 0)
+            found.append((roles, len(path.name), path))  # the plain one-process config before variants (Ape-X)
+    return min(found)[2] if found else None
 
 
 def preset_source(algo: str, env_id: str) -> str:
