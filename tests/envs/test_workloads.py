@@ -57,7 +57,9 @@ def test_short_run_one_process(name, tmp_path):
     assert steps >= STEPS[name] and world == 1 and learned == 1
 
 
-@pytest.mark.parametrize("name", ["pong_ppo", "halfcheetah_sac"])
+# Pong on two processes (18 s) is quality-marked: CI keeps Pong on one process and images on two ranks
+# (tests/entry/test_image_policies.py); the suite stays within CI's time.
+@pytest.mark.parametrize("name", [pytest.param("pong_ppo", marks=pytest.mark.quality), "halfcheetah_sac"])
 def test_short_run_two_processes(name, tmp_path, run_ranks):
     pytest.importorskip("ale_py" if name.startswith("pong") else "mujoco")
     # halfcheetah_sac steps one env (as CleanRL): two processes need two, one each (the envs are what is split)
