@@ -555,25 +555,7 @@ def _ppo(t: _Translator) -> None:
             "DI-engine config key 'policy.learn.update_per_collect' is not read by DI-engine's on-policy PPO "
             "(did you mean 'policy.learn.epoch_per_collect'?)"
         )
-    t.require("policy.action_space", ("discrete", "continuous"), "ding_dist's PPO has Categorical and Gaussian heads")
-    t.require("policy.model.action_space", ("discrete", "continuous"), "only discrete and continuous actions")
-    t.ignore("policy.continuous", "taken from the env's action space")
-    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
-    actor = (t.take("policy.model.actor_head_hidden_size", 64), t.take("policy.model.actor_head_layer_num", 1))
-    critic = (t.take("policy.model.critic_head_hidden_size", 64), t.take("policy.model.critic_head_layer_num", 1))
-    share = t.take("policy.model.share_encoder", True)
-    t.ignore("policy.model.sigma_type", "a learned state-independent log-std")
-    t.ignore("policy.model.bound_type", "Gaussian samples are clipped to the env's bounds")
-    hidden = encoder + [actor[0]] * actor[1]
-    t.put("policy.model.hidden_sizes", hidden)
-    t.put("policy.model.activation", "relu")
-    t.report.add(
-        "mapped", f"policy.model encoder={encoder} + actor head {actor[0]} x {actor[1]} -> hidden_sizes={hidden} (ReLU)"
-    )
-    if critic != actor:
-        t.report.add("differs", f"critic head {critic[0]} x {critic[1]}: the critic uses hidden_sizes={hidden} too")
-    if share:
-        t.report.add("differs", "share_encoder=True: actor and critic are separate MLPs of hidden_sizes here")
+    _vac_model(t, "PPO")
     ppo_init = t.take("policy.learn.ppo_param_init", True)
     if ppo_init:
         t.put("policy.model.log_std_init", -0.5)
