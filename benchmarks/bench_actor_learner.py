@@ -12,10 +12,13 @@ Every run is one ``ding-dist train CONFIG --seed S --exp-dir TMP [...]`` process
   learner vs 3 data-parallel processes, median of ``--repeats``.
 - step_cost: the same with ``env.step_cost_ms`` of busy work per env step (an env whose steps cost real
   compute): 1 actor vs 2 actors (+ 1 learner), median of ``--repeats``; the ratio is the scaling.
+- apex_step_cost: the same for Ape-X (``configs/cartpole_apex_dqn_config.py``: prioritized replay, the epsilon
+  ladder, the actors' priorities; no evaluation until the end), ``--apex-steps`` env steps per run (issue 25 asks
+  2 actors >= 1.8x one).
 
 Every actor-learner figure comes with the largest policy lag the learner saw.
 
-Run:  python benchmarks/bench_actor_learner.py [--parts ttt,throughput,step_cost] [--seeds 0,1,2]
+Run:  python benchmarks/bench_actor_learner.py [--parts ttt,throughput,step_cost,apex_step_cost] [--seeds 0,1,2]
       [--policies dqn,ppo,impala] [--repeats 3] [--json out.json]
 """
 
@@ -33,7 +36,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = {algo: ROOT / "configs" / f"cartpole_{algo}_config.py" for algo in ("dqn", "ppo", "impala")}
+CONFIGS = {algo: ROOT / "configs" / f"cartpole_{algo}_config.py" for algo in ("dqn", "ppo", "impala", "apex_dqn")}
+APEX_FAST = [  # Ape-X as shipped, only the evaluation moved to the end
+    "env.stop_value=None",
+    "policy.eval.eval_freq=0",
+    "policy.other.log_freq=16384",
+    "env.n_evaluator_episode=1",
+    "env.evaluator_env_num=1",
+]
 HEAVY = [  # collection-heavy: one IMPALA update per chunk, no evaluation before the end
     "policy.learn.epoch_per_collect=1",
     "policy.collect.n_sample=384",  # divides over 3 data-parallel processes x 8 envs
@@ -100,11 +110,19 @@ def bench_ttt(policies: list[str], seeds: list[int], max_env_steps: int) -> dict
     return out
 
 
-def _fps_pair(a: tuple[str, list[str]], b: tuple[str, list[str]], repeats: int, steps: int, extra: list[str]):
+def _fps_pair(
+    a: tuple[str, list[str]],
+    b: tuple[str, list[str]],
+    repeats: int,
+    steps: int,
+    extra: list[str],
+    config: str = "impala",
+    base: list[str] = HEAVY,
+):
     runs: dict[str, list[dict]] = {a[0]: [], b[0]: []}
     for i in range(repeats):
         for name, args in (a, b) if i % 2 == 0 else (b, a):
-            runs[name].append(run(CONFIGS["impala"], i, args, steps, HEAVY + extra))
+            runs[name].append(run(CONFIGS[config], i, args, steps, base + extra))
             r = runs[name][-1]
             print(f"{name} repeat {i}: {r['fps']:.0f} env steps/s, lag max {r['lag_max']}", flush=True)
     med = {n: statistics.median(r["fps"] for r in v) for n, v in runs.items()}
@@ -122,6 +140,7 @@ def main() -> None:
     parser.add_argument("--throughput-steps", type=int, default=200_000)
     parser.add_argument("--step-cost-ms", type=float, default=1.0)
     parser.add_argument("--step-cost-steps", type=int, default=24_576)
+    parser.add_argument("--apex-steps", type=int, default=8192)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     parts = args.parts.split(",")
@@ -136,6 +155,10 @@ def main() -> None:
         one, two = ("al_1actor", ["--actors", "1"]), ("al_2actors", ["--actors", "2"])
         extra = [f"env.step_cost_ms={args.step_cost_ms}"]
         report["step_cost"] = _fps_pair(one, two, args.repeats, args.step_cost_steps, extra)
+    if "apex_step_cost" in parts:
+        one, two = ("apex_1actor", ["--actors", "1"]), ("apex_2actors", ["--actors", "2"])
+        extra = [f"env.step_cost_ms={args.step_cost_ms}"]
+        report["apex_step_cost"] = _fps_pair(one, two, args.repeats, args.apex_steps, extra, "apex_dqn", APEX_FAST)
     report["load_after"] = os.getloadavg()
 
     print(f"\nload average before {report['load_before']}, after {report['load_after']}")
@@ -145,7 +168,7 @@ def main() -> None:
               f"{m['al_1actor_1learner']:.1f} s, ratio {r['ratio_al_over_dp']:.2f} (training loop alone "
               f"{r['loop_ratio_al_over_dp']:.2f}); solved {r['solved']}; "
               f"median env steps {r['median_env_steps']}; lag max {r['lag_max']}")  # fmt: skip
-    for part in ("throughput", "step_cost"):
+    for part in ("throughput", "step_cost", "apex_step_cost"):
         if part in report:
             r = report[part]
             figures = ", ".join(f"{k} {v:.0f}" for k, v in r["median_fps"].items())

@@ -314,6 +314,27 @@ ZOO: dict[str, tuple[str, list[str]]] = {
     "ddpg": ("pendulum_ddpg_config.py", _OFF_POLICY),
     "a2c": ("cartpole_a2c_config.py", _QUICK_EVAL),
     "pg": ("cartpole_pg_config.py", [*_QUICK_EVAL, "policy.collect.n_episode=2"]),
+    "sql": ("cartpole_sql_config.py", _OFF_POLICY),
+    "discrete_sac": ("cartpole_discrete_sac_config.py", _OFF_POLICY),
+    "ppo_pg": ("cartpole_ppo_pg_config.py", [*_QUICK_EVAL, "policy.collect.n_episode=2"]),
+    "fqf": ("cartpole_fqf_config.py", _OFF_POLICY),  # fraction proposal network: a second parameter group
+    "sqn": ("cartpole_sqn_config.py", _OFF_POLICY),
+    "bdq": ("pendulum_bdq_config.py", _OFF_POLICY),
+    "d4pg": ("pendulum_d4pg_config.py", _OFF_POLICY),  # distributional critic, prioritized n-step replay
+    "ppo_offpolicy": ("cartpole_ppo_offpolicy_config.py", _QUICK_EVAL),
+    "ppg_offpolicy": ("cartpole_ppg_config.py", _QUICK_EVAL),
+    "acer": ("cartpole_acer_config.py", _QUICK_EVAL),
+    # LSTM state carried on the device, sequence replay with burn-in: sequences short enough for a short run
+    "r2d2": (
+        "cartpole_r2d2_config.py",
+        [
+            *_OFF_POLICY,
+            "policy.sequence.seq_len=6",
+            "policy.sequence.burnin=2",
+            "policy.sequence.overlap=2",
+            "policy.learn.batch_size=8",
+        ],
+    ),  # fmt: skip
 }
 
 

@@ -96,6 +96,10 @@ CONFIG_VALUES = [
     ("policy.model.hidden_sizes", [], "ppo", ["'policy.model.hidden_sizes' must be a non-empty list", "got []"]),
     ("policy.model.critic_hidden_sizes", [256, -1], "sac", ["'policy.model.critic_hidden_sizes'"]),
     ("policy.other.eps.start", 2.0, "dqn", ["'policy.other.eps.start' must be in [0, 1], got 2.0"]),
+    # prioritized replay's priority exponent, and Ape-X (the actors' epsilon ladder) without actors
+    ("policy.other.replay_buffer.alpha", 1.5, "dqn", ["'policy.other.replay_buffer.alpha' must be in [0, 1], got 1.5"]),
+    ("policy.other.replay_buffer.alpha", -0.1, "dqn", ["'policy.other.replay_buffer.alpha' must be in [0, 1]"]),
+    ("policy.other.eps_ladder.enable", True, "dqn", ["'policy.other.eps_ladder.enable' is True", "actors=0"]),
     ("policy.device", "gpu", "dqn", ["'policy.device' must be 'auto', 'cpu', or 'cuda'", "got 'gpu'"]),
     pytest.param(
         "policy.device",
@@ -454,3 +458,27 @@ def test_random_nested_overrides(parts, raw):
 @given(text=st.text(max_size=40))
 def test_random_override_strings(text):
     _compiles_or_config_error({}, "ppo", overrides=[text])
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ("actor_learner.actors=0", "'policy.other.eps_ladder.enable' is True (Ape-X: one epsilon per actor)"),
+        ("policy.other.replay_buffer.alpha=1.2", "'policy.other.replay_buffer.alpha' must be in [0, 1], got 1.2"),
+    ],
+)
+def test_apex_bad_input_is_one_line_and_exit_2_before_any_process_starts(override, needle, capsys, monkeypatch):
+    from pathlib import Path
+
+    from ding_dist.entry import pipeline
+    from ding_dist.entry.cli import commands, main
+
+    def no_start(*args, **kwargs):
+        raise AssertionError("a run was started")
+
+    monkeypatch.setattr(commands, "launch_local", no_start)
+    monkeypatch.setattr(pipeline, "train", no_start)
+    config = Path(__file__).resolve().parents[1] / "configs" / "cartpole_apex_dqn_config.py"
+    code = main(["train", str(config), "--set", override])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and needle in err, err

@@ -36,6 +36,8 @@ KEY_MEANINGS: dict[str, str] = {
     "env.max_restarts": "restarts of one crashed collector env allowed within env.restart_window_s (then an error; "
     "0: no restarts, gymnasium's own vector env)",
     "env.restart_window_s": "window in seconds over which env.max_restarts counts one env's restarts",
+    "env.sample_groups": "double-buffered sampling: collector envs in this many groups, one steps while the policy "
+    "acts for the next (1: off; must divide each rank's collector envs)",
     # shared by every policy
     "policy.device": "'auto' (the rank's GPU when there is one, else CPU), 'cpu', 'cuda', 'cuda:N'",
     "policy.sync.algorithm": "gradient synchronization algorithm across ranks (docs/sync.md)",
@@ -76,6 +78,16 @@ KEY_MEANINGS: dict[str, str] = {
     "policy.other.eps_ladder.enable": "Ape-X: actor i of N explores with base**(1 + alpha i / (N-1)), not the schedule",
     "policy.other.eps_ladder.base": "Ape-X: the base epsilon (actor 0's)",
     "policy.other.eps_ladder.alpha": "Ape-X: the ladder's exponent",
+    # r2d2
+    "policy.model.lstm_size": "R2D2: units of the LSTM between the encoder and the Q head",
+    "policy.sequence.seq_len": "R2D2: steps per replayed sequence, its burn-in prefix included",
+    "policy.sequence.burnin": "R2D2: first steps of a sequence that only rebuild the recurrent state (no gradient)",
+    "policy.sequence.overlap": "R2D2: steps consecutive sequences of an episode share",
+    "policy.priority_eta": "R2D2: a sequence's priority is eta max|d| + (1 - eta) mean|d|",
+    "policy.value_rescale_eps": "R2D2: eps of the value rescaling h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x",
+    "policy.other.replay_buffer.type": "R2D2: 'sequence', the replay of sequences with their recurrent start states",
+    "r2d2:policy.learn.batch_size": "sequences per update, global (each rank: batch_size / N)",
+    "r2d2:policy.other.replay_buffer.replay_buffer_size": "replay capacity in steps (seq_len each sequence), global",
     # ppo
     "ppo:policy.collect.n_sample": "rollout length per iteration, global",
     "ppo:policy.learn.batch_size": "minibatch, global (the ragged tail of a shuffled rollout is dropped)",
@@ -119,6 +131,19 @@ KEY_MEANINGS: dict[str, str] = {
     "policy.model.noisy_sigma0": "Rainbow: initial noise scale of the noisy layers (sigma = sigma0 / sqrt(inputs))",
     "policy.entropy_tau": "Munchausen DQN: temperature of the softmax policy of the Q-values",
     "policy.m_alpha": "Munchausen DQN: weight of the clipped tau * log pi(a|s) added to the reward",
+    # fqf, sqn, bdq, d4pg
+    "fqf:policy.model.num_quantiles": "FQF: fractions proposed per state (their midpoints' quantile values)",
+    "fqf:policy.learn.learning_rate": "FQF: Adam learning rate of the quantile network (trunk, embedding, head)",
+    "policy.learn.learning_rate_fraction": "FQF: Adam learning rate of the fraction proposal network",
+    "policy.learn.ent_coef": "FQF: weight of the proposal's entropy, subtracted from the fraction loss",
+    "sqn:policy.learn.target_entropy": "SQN: entropy target of the temperature (of the next state's Boltzmann policy)",
+    "sqn:policy.other.eps.decay": "SQN: DI-engine's rule: uniform actions until decay - 1000 updates, then samples",
+    "policy.model.action_bins_per_branch": "BDQ: values per action dimension, evenly spaced between its bounds",
+    "policy.model.head_layer_num": "BDQ: hidden layers of the value stream and of each branch",
+    "policy.model.num_branches": "BDQ: action dimensions, one branch each (None: the Box's size)",
+    "d4pg:policy.model.n_atom": "D4PG: atoms of the critic's return distribution",
+    "d4pg:policy.model.v_min": "D4PG: the smallest atom of the critic's support",
+    "d4pg:policy.model.v_max": "D4PG: the largest atom of the critic's support",
     # actor-critic: td3, ddpg, a2c, pg
     "policy.model.twin_critic": "two Q critics, the target from their minimum (TD3); one critic (DDPG)",
     "policy.learn.learning_rate_actor": "Adam learning rate of the actor",
@@ -131,6 +156,18 @@ KEY_MEANINGS: dict[str, str] = {
     "policy.collect.noise_sigma": "std of the Gaussian exploration noise added to the actor's action (in [-1, 1])",
     "policy.collect.n_episode": "PG, PPO-PG: complete episodes per learn call, global (learned on all of them)",
     "policy.learn.ppo_param_init": "PPO-PG: orthogonal initial weights and zero biases (DI-engine's ppo_param_init)",
+    # PPG (ppg_offpolicy)
+    "policy.learn.aux_freq": "PPG: an auxiliary phase after every this many policy-phase steps",
+    "policy.learn.aux_train_epoch": "PPG: epochs of the auxiliary phase over the value batches kept since the last",
+    "policy.learn.aux_bc_weight": "PPG: weight of KL(pi_old || pi) in the auxiliary phase's joint loss",
+    "policy.other.replay_buffer.policy.replay_buffer_size": "PPG: policy ring capacity, global (each rank: size / N)",
+    "policy.other.replay_buffer.value.replay_buffer_size": "PPG: value ring capacity, global (each rank: size / N)",
+    # ACER
+    "acer:policy.learn.unroll_len": "ACER: steps per replayed chunk (each env's rollout is cut into chunks of it)",
+    "acer:policy.learn.discount_factor": "ACER: gamma of the Retrace targets",
+    "policy.learn.c_clip_ratio": "ACER: truncation c of the importance weights (bias correction beyond it)",
+    "policy.learn.trust_region": "ACER: project the actor's gradient against the average policy (trust region)",
+    "policy.learn.trust_region_value": "ACER: the trust region's delta",
     "a2c:policy.learn.adv_norm": "normalize advantages with the statistics of the whole global rollout (all ranks)",
     # actor_learner (ding_dist/entry/roles.py)
     "actor_learner.actors": "actor processes; 0: the data-parallel mode",
@@ -138,8 +175,10 @@ KEY_MEANINGS: dict[str, str] = {
     "actor_learner.weight_sync_every": "learner updates between two weight versions sent to the actors",
     "actor_learner.max_lag": "most versions a trained chunk may lag behind the learners' weights",
     "actor_learner.lag_mode": "'block': actors wait for slow learners; 'drop': newer chunks replace unconsumed ones",
-    "actor_learner.queue": "chunks per actor the learner holds before it consumes them",
+    "actor_learner.queue": "chunks per actor the learner receives ahead while it learns (0: on demand, least lag)",
     "actor_learner.actor_buffers": "chunks an actor may have in flight",
+    "actor_learner.learner_threads": "torch threads of a learner; 'auto': a CNN takes the cores the actors leave",
+    "actor_learner.actor_threads": "torch threads of an actor; 'auto': 1 (or OMP_NUM_THREADS when you set it)",
     "actor_learner.on_actor_death": "'continue' with the actors left, or 'stop'",
     "actor_learner.actor_device": "where actors run their policy",
 }

@@ -81,7 +81,7 @@ _MISSING = object()
 #: A gradient-norm bound no gradient reaches: "no clipping" where the key's default is a float.
 NO_CLIP = 1e9
 #: Policies whose actions live in [-1, 1] and are mapped onto the env's Box bounds (DI-engine's ``act_scale=True``).
-_BOUNDS_MAPPED = ("sac", "td3", "ddpg")
+_BOUNDS_MAPPED = ("sac", "td3", "ddpg", "bdq", "d4pg")
 #: Policies that learn from whole episodes (``collect.n_episode``, DI-engine's episode collector).
 _EPISODE_POLICIES = ("pg", "ppo_pg")
 
@@ -317,6 +317,14 @@ def _create_section(t: _Translator) -> tuple[str, str | None]:
         t.report.add("mapped", f"create_config.replay_buffer.type={rb!r} -> replay buffer (by policy.priority)")
     allowed = {"env.type", "env.import_names", "env_manager.type", "policy.type", "policy.import_names"}
     allowed |= {"replay_buffer.type", "replay_buffer.import_names"}
+    for ring in ("policy", "value") if policy == "ppg_offpolicy" else ():  # PPG's two buffers, a type each
+        kind = c.get(f"replay_buffer.{ring}.type")
+        if kind is not None:
+            if kind not in ("naive", "deque", "advanced"):
+                raise ConfigError(f"DI-engine config key 'create_config.replay_buffer.{ring}.type' = {kind!r} cannot "
+                                  "be honoured: PPG's rings are uniform ('naive', 'deque' or 'advanced')")  # fmt: skip
+            allowed.add(f"replay_buffer.{ring}.type")
+            t.report.add("mapped", f"create_config.replay_buffer.{ring}.type={kind!r} -> PPG's {ring} ring (uniform)")
     collector = c.get("collector.type")
     if collector is not None:  # DI-engine's sample collector, or its episode collector for whole-episode policies
         if collector not in ("sample", *(("episode",) if policy in _EPISODE_POLICIES else ())):
@@ -534,7 +542,7 @@ def _dqn(t: _Translator) -> None:
 
 
 #: Policies whose translator maps DI-engine's prioritized replay (``policy.priority``, ``priority_IS_weight``).
-_PRIORITY_POLICIES = ("dqn", "c51", "qrdqn", "mdqn", "iqn", "rainbow", "sql")
+_PRIORITY_POLICIES = ("dqn", "c51", "qrdqn", "mdqn", "iqn", "rainbow", "sql", "fqf", "bdq", "r2d2", "d4pg")
 
 
 def _priority(t: _Translator, d: str, on: bool = False) -> None:
@@ -730,13 +738,15 @@ def _q_family(
     dueling: bool = False,
     split_head: bool = False,
     always_dueling: bool = False,
+    lr_key: str = "policy.learn.learning_rate",
 ) -> None:
     """The keys DI-engine's value-based policies (C51, QR-DQN, MDQN, IQN) share with its DQN, with the policy's
     own ``defaults`` (``discount_factor``, ``nstep``, ``learning_rate``, ``update_per_collect``,
     ``target_update_freq``, ``replay_buffer_size``, ``n_sample``: None where DI-engine has none); ``dueling``:
     DI-engine's default for ``model.dueling`` (its DQN network), else the model has a plain head; ``split_head``:
     the head's hidden layers go to ``model.head_hidden_sizes`` (IQN: they follow the quantile embedding);
-    ``always_dueling``: a dueling head with no ``model.dueling`` key (Rainbow). ``defaults`` may also hold ``eps``
+    ``always_dueling``: a dueling head with no ``model.dueling`` key (Rainbow); ``lr_key``: the DI-engine key of the
+    learning rate (FQF's ``learning_rate_quantile``). ``defaults`` may also hold ``eps``
     (type, start, end, decay), ``batch_size`` and ``random_collect_size`` where they differ from DQN's."""
     d = f"DI-engine's {name} default"
     t.default("policy.discount_factor", "policy.discount_factor", defaults["discount_factor"], d)
@@ -770,7 +780,7 @@ def _q_family(
     t.put("policy.model.hidden_sizes", hidden)
     t.put("policy.model.activation", "relu")
     t.report.add("mapped", f"policy.model encoder={encoder}, {head_text} -> policy.model.hidden_sizes={hidden} (ReLU)")
-    t.default("policy.learn.learning_rate", "policy.learn.learning_rate", defaults["learning_rate"], d)
+    t.default(lr_key, "policy.learn.learning_rate", defaults["learning_rate"], d)
     upc = t.default("policy.learn.update_per_collect", "policy.learn.update_per_collect", defaults["upc"], d)
     t.default("policy.learn.target_update_freq", "policy.learn.target_update_freq", defaults["target_update_freq"], d)
     t.put("policy.learn.target_theta", None)
@@ -862,7 +872,7 @@ def _rainbow(t: _Translator) -> None:
         replay_buffer_size=100000,
         n_sample=None,
         batch_size=32,
-        random_collect_size=2000,
+        random_collect_size=0,  # 0.5.3's RainbowDQNPolicy leaves it out (commented): no random collect
         eps=("exp", 0.05, 0.05, 100000),
         priority=True,
     )
@@ -944,6 +954,23 @@ def _discrete_sac(t: _Translator) -> None:
     _iteration_counts(t, _int_at_least(t, "policy.learn.update_per_collect", upc, 1), n_sample, f"{upc} train iters")
 
 
+#: DI-engine files give activations as torch modules (``nn.Tanh()``): their class names -> ours.
+_ACTIVATION_NAMES = {"ReLU": "relu", "Tanh": "tanh", "ELU": "elu", "GELU": "gelu"}
+
+
+def _activation_name(t: _Translator, value: Any) -> str:
+    """``policy.model.activation`` of a DI-engine file (None: DI-engine's ReLU) as one of our activation names."""
+    if value is None:
+        return "relu"
+    name = _ACTIVATION_NAMES.get(type(value).__name__) if type(value).__module__.startswith("torch.nn") else None
+    if name is None:
+        raise ConfigError(
+            f"DI-engine config key 'policy.model.activation' = {short_repr(value)} cannot be honoured by ding_dist: "
+            f"expected one of nn.{'(), nn.'.join(_ACTIVATION_NAMES)}()"
+        )
+    return name
+
+
 def _vac_model(t: _Translator, name: str) -> None:
     """DI-engine's VAC network (a shared encoder, actor and critic heads) -> our separate actor and critic MLPs."""
     t.require(
@@ -959,9 +986,12 @@ def _vac_model(t: _Translator, name: str) -> None:
     t.ignore("policy.model.bound_type", "Gaussian samples are clipped to the env's bounds")
     hidden = encoder + [actor[0]] * actor[1]
     t.put("policy.model.hidden_sizes", hidden)
-    t.put("policy.model.activation", "relu")
+    activation = _activation_name(t, t.take("policy.model.activation", None))
+    t.put("policy.model.activation", activation)
     t.report.add(
-        "mapped", f"policy.model encoder={encoder} + actor head {actor[0]} x {actor[1]} -> hidden_sizes={hidden} (ReLU)"
+        "mapped",
+        f"policy.model encoder={encoder} + actor head {actor[0]} x {actor[1]} -> hidden_sizes={hidden}, "
+        f"activation={activation!r}",
     )
     if critic != actor:
         t.report.add("differs", f"critic head {critic[0]} x {critic[1]}: the critic uses hidden_sizes={hidden} too")
@@ -974,6 +1004,7 @@ def _a2c(t: _Translator) -> None:
     d = "DI-engine's A2C default"
     _vac_model(t, "A2C")
     t.require("policy.learn.update_per_collect", (1,), "DI-engine's A2C takes one step per collect")
+    t.ignore("policy.learn.epoch_per_collect", "DI-engine's A2C never reads it (one pass over each collect)")
     if "policy.learn.batch_size" in t.out:  # DI-engine's on-policy pipeline trains once on the whole collect
         t.out.pop("policy.learn.batch_size")
         t.report.add("ignored", "policy.learn.batch_size: A2C takes one step on the whole rollout, as DI-engine's")
@@ -1093,7 +1124,7 @@ def _ppo_pg(t: _Translator) -> None:
 
 
 #: Policies whose DI-engine files collect trajectories of ``unroll_len`` steps (their translator reads it).
-_TRAJECTORY_POLICIES = ("impala",)
+_TRAJECTORY_POLICIES = ("impala", "r2d2", "acer")
 
 
 @translates("impala", on_policy=True)
@@ -1103,7 +1134,8 @@ def _impala(t: _Translator) -> None:
     times): the same V-trace horizon and the same number of uses of each collected step."""
     d = "DI-engine's IMPALA default"
     _vac_model(t, "IMPALA")
-    unroll = t.take("policy.collect.unroll_len", 32)
+    top = t.take("policy.unroll_len", 32)  # DI-engine 0.5.3's files name the trajectory length at the policy's top
+    unroll = t.take("policy.collect.unroll_len", top)
     learn_unroll = t.take("policy.learn.unroll_len", unroll)
     if learn_unroll != unroll:
         raise ConfigError(
@@ -1156,6 +1188,305 @@ def _impala(t: _Translator) -> None:
     if t.has("policy.learn.grad_clip_value"):
         t.same("policy.learn.grad_clip_value", "policy.learn.grad_clip_norm")
     t.put("policy.learn.adv_norm", False)
+    _iteration_counts(t, upc, n_sample, f"{upc} train iters per collect")
+
+
+@translates("fqf", on_policy=False)
+def _fqf(t: _Translator) -> None:
+    d = "DI-engine's FQF default"
+    t.default("policy.model.num_quantiles", "policy.model.num_quantiles", 32, d)
+    t.default("policy.model.quantile_embedding_size", "policy.model.quantile_embedding_size", 128, d)
+    for key, value in (("learning_rate_fraction", 2.5e-9), ("ent_coef", 0.0), ("kappa", 1.0)):
+        t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
+    t.report.add("differs", "the fraction network steps with Adam here (a parameter group), RMSprop in DI-engine")
+    t.report.add("differs", "Q-values weight each quantile by its fraction's width (the paper), DI-engine's average")
+    _q_family(t, "FQF", {**_Q_DEFAULTS, "learning_rate": 5e-5, "n_sample": None}, split_head=True,
+              lr_key="policy.learn.learning_rate_quantile")  # fmt: skip
+
+
+@translates("ppo_offpolicy", on_policy=False)  # DI-engine's on_policy=False; ours hands it rollouts, it replays
+def _ppo_offpolicy(t: _Translator) -> None:
+    """DI-engine's ``PPOOffPolicy``: GAE at collection, ``update_per_collect`` clipped steps on replayed samples."""
+    d = "DI-engine's PPOOffPolicy default"
+    _vac_model(t, "off-policy PPO")
+    t.ignore("policy.learn.ppo_param_init", "orthogonal initialization always (PPO's network)")
+    for key, value in (("update_per_collect", 5), ("learning_rate", 1e-3), ("value_weight", 0.5),
+                       ("entropy_weight", 0.01), ("clip_ratio", 0.2), ("adv_norm", False)):  # fmt: skip
+        t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
+    upc = _int_at_least(t, "policy.learn.update_per_collect", t.out["policy.learn.update_per_collect"], 1)
+    clip = t.out["policy.learn.clip_ratio"]
+    t.put("policy.learn.value_clip_ratio", clip)
+    t.report.add("default", f"policy.learn.value_clip_ratio={clip!r} (DI-engine's ppo_error clips the value by it)")
+    clip_type = t.require("policy.learn.grad_clip_type", ("clip_norm", None), "only gradient-norm clipping")
+    clip_value = t.take("policy.learn.grad_clip_value", 0.5)
+    t.put("policy.learn.grad_clip_norm", NO_CLIP if clip_type is None else clip_value)
+    t.report.add(
+        "mapped", f"policy.learn.grad_clip_type/value -> grad_clip_norm={None if clip_type is None else clip_value!r}"
+    )
+    t.require("policy.learn.weight_decay", (0, 0.0), "Adam without weight decay")
+    if t.take("policy.learn.value_norm", True):
+        t.report.add("differs", "value_norm=True (DI-engine's default): values are learned unnormalized here")
+    if t.take("policy.learn.ignore_done", False):
+        t.report.add("differs", "policy.learn.ignore_done=True: time-limit ends bootstrap here; terminations do not")
+    t.require("policy.nstep_return", (False,), "ding_dist's off-policy PPO uses GAE returns")
+    t.ignore("policy.nstep", "used only with nstep_return")
+    t.ignore("policy.transition_with_policy_data", "rollouts always keep log-probs and values")
+    for key, value in (("discount_factor", 0.99), ("gae_lambda", 0.95)):
+        t.default(f"policy.collect.{key}", f"policy.collect.{key}", value, d)
+    t.default("policy.other.replay_buffer.replay_buffer_size", "policy.other.replay_buffer.replay_buffer_size",
+              10000, d)  # fmt: skip
+    n_sample = t.take("policy.collect.n_sample", _MISSING)
+    if n_sample is _MISSING:
+        raise ConfigError("DI-engine config key 'policy.collect.n_sample' is required for off-policy PPO")
+    t.put("policy.collect.n_sample", _int_at_least(t, "policy.collect.n_sample", n_sample, 1))
+    t.report.add("same", "policy.collect.n_sample")
+    if "policy.learn.batch_size" not in t.out:
+        t.put("policy.learn.batch_size", 64)
+    _iteration_counts(t, upc, n_sample, f"{upc} train iters per collect")
+
+
+@translates("sqn", on_policy=False)
+def _sqn(t: _Translator) -> None:
+    d = "DI-engine's SQN default"
+    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
+    dueling = t.take("policy.model.dueling", True)
+    head = t.take("policy.model.head_hidden_size", None) or encoder[-1]
+    layers = _int_at_least(t, "policy.model.head_layer_num", t.take("policy.model.head_layer_num", 1), 0)
+    t.require("policy.model.dropout", (None,), "ding_dist's SQN networks have no dropout")
+    t.require("policy.model.norm_type", (None,), "ding_dist's SQN networks have no normalization layers")
+    if dueling and (layers != 1 or head != encoder[-1]):
+        raise ConfigError(
+            "DI-engine config keys 'policy.model.head_hidden_size'/'head_layer_num' cannot be honoured with "
+            f"dueling: ding_dist's dueling head has one hidden layer of the encoder's width ({encoder[-1]})"
+        )
+    hidden = encoder if dueling else encoder + [head] * layers
+    t.put("policy.model.hidden_sizes", hidden)
+    t.put("policy.model.dueling", bool(dueling))
+    t.put("policy.model.activation", "relu")
+    t.report.add(
+        "mapped", f"policy.model encoder={encoder}, dueling={dueling!r} -> two Q-networks, hidden_sizes={hidden}"
+    )
+    t.default("policy.learn.learning_rate_q", "policy.learn.learning_rate", 1e-3, d)
+    for key, value in (("learning_rate_alpha", 1e-3), ("alpha", 0.2), ("target_entropy", 0.2), ("target_theta", 0.005)):
+        t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
+    t.default("policy.learn.discount_factor", "policy.discount_factor", 0.99, d)
+    t.require("policy.collect.nstep", (1,), "DI-engine's SQN learns from 1-step transitions")
+    t.put("policy.nstep", 1)
+    upc = t.default("policy.learn.update_per_collect", "policy.learn.update_per_collect", 16, d)
+    if not t.has("policy.collect.n_sample"):
+        raise ConfigError("DI-engine config key 'policy.collect.n_sample' is required for SQN (no default)")
+    n_sample = t.same("policy.collect.n_sample")
+    batch = t.out.get("policy.learn.batch_size", 64)
+    t.put("policy.learn.batch_size", batch)
+    starts = max(int(batch), int(t.take("policy.random_collect_size", 0)))
+    t.put("policy.learn.learning_starts", starts)
+    t.report.add("converted", f"policy.learn.learning_starts={starts} (DI-engine trains once the buffer holds a batch)")
+    if t.take("policy.learn.ignore_done", False):
+        t.report.add("differs", "policy.learn.ignore_done=True: time-limit ends bootstrap here; terminations do not")
+    t.put("policy.learn.grad_clip_norm", None)
+    t.default("policy.other.eps.decay", "policy.other.eps.decay", 2000, d)
+    for key in ("type", "start", "end"):
+        t.ignore(f"policy.other.eps.{key}", "DI-engine's SQN reads only eps.decay (its Boltzmann-or-uniform rule)")
+    t.report.add("converted", "acting: DI-engine's rule on its update count, here counted from env steps")
+    size = "policy.other.replay_buffer.replay_buffer_size"
+    t.default(size, size, 100_000, d)
+    _iteration_counts(t, _int_at_least(t, "policy.learn.update_per_collect", upc, 1), n_sample, f"{upc} train iters")
+
+
+@translates("bdq", on_policy=False)
+def _bdq(t: _Translator) -> None:
+    d = "DI-engine's BDQ default"
+    t.require("env.continuous", (False,), "DI-engine's BDQ acts on the discretized env (continuous=False)")
+    t.default("policy.model.action_bins_per_branch", "policy.model.action_bins_per_branch", 2, d)
+    t.same("policy.model.num_branches")
+    layers = t.take("policy.model.layer_num", 3)
+    for path in ("policy.model.a_layer_num", "policy.model.v_layer_num"):
+        t.require(path, (None, layers), "the value stream and every branch have layer_num hidden layers here")
+    t.put("policy.model.head_layer_num", _int_at_least(t, "policy.model.layer_num", layers, 0))
+    t.report.add("mapped", f"policy.model.layer_num={layers} -> policy.model.head_layer_num (value and branches)")
+    t.report.add("differs", "epsilon-greedy draws each branch's exploration separately")
+    _q_family(t, "BDQ", {**_Q_DEFAULTS, "n_sample": None}, always_dueling=True)
+
+
+@translates("ppg_offpolicy", on_policy=False)  # DI-engine's on_policy=False; ours hands it rollouts, it replays
+def _ppg_offpolicy(t: _Translator) -> None:
+    """DI-engine's ``PPGOffPolicy``: a policy ring and a value ring, a policy phase and a periodic auxiliary phase."""
+    d = "DI-engine's PPGOffPolicy default"
+    _vac_model(t, "PPG")
+    for key, value in (("update_per_collect", 5), ("learning_rate", 1e-3), ("value_weight", 0.5),
+                       ("entropy_weight", 0.01), ("clip_ratio", 0.2), ("adv_norm", False), ("aux_freq", 5),
+                       ("aux_train_epoch", 6), ("aux_bc_weight", 1.0)):  # fmt: skip
+        t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
+    upc = _int_at_least(t, "policy.learn.update_per_collect", t.out["policy.learn.update_per_collect"], 1)
+    t.report.add("default", "policy.learn.grad_clip_norm=None (DI-engine's PPG does not clip gradients)")
+    t.report.add("differs", "the auxiliary phase's KL is the full KL(pi_old || pi) over the actions (the paper's); "
+                 "DI-engine's ppg_joint_error takes kl_div of the taken action's log-probabilities")  # fmt: skip
+    if t.take("policy.learn.ignore_done", False):
+        t.report.add("differs", "policy.learn.ignore_done=True: time-limit ends bootstrap here; terminations do not")
+    t.ignore("policy.transition_with_policy_data", "rollouts always keep log-probs and values")
+    for key, value in (("discount_factor", 0.99), ("gae_lambda", 0.95)):
+        t.default(f"policy.collect.{key}", f"policy.collect.{key}", value, d)
+    t.ignore("policy.other.replay_buffer.multi_buffer", "PPG always keeps a policy ring and a value ring")
+    for ring in ("policy", "value"):
+        key = f"policy.other.replay_buffer.{ring}.replay_buffer_size"
+        t.default(key, key, 1000, d)
+        max_use = t.take(f"policy.other.replay_buffer.{ring}.max_use", float("inf"))
+        if max_use != float("inf"):
+            t.report.add("differs", f"policy.other.replay_buffer.{ring}.max_use={short_repr(max_use)}: no per-sample "
+                         "use limit here; a sample leaves its ring when it is overwritten")  # fmt: skip
+    n_sample = t.take("policy.collect.n_sample", _MISSING)
+    if n_sample is _MISSING:
+        raise ConfigError("DI-engine config key 'policy.collect.n_sample' is required for PPG")
+    t.put("policy.collect.n_sample", _int_at_least(t, "policy.collect.n_sample", n_sample, 1))
+    t.report.add("same", "policy.collect.n_sample")
+    if "policy.learn.batch_size" not in t.out:
+        t.put("policy.learn.batch_size", 64)
+    _iteration_counts(t, upc, n_sample, f"{upc} train iters per collect")
+
+
+@translates("r2d2", on_policy=False)
+def _r2d2(t: _Translator) -> None:
+    """DI-engine's R2D2 (a DRQN, sequences of ``burnin_step + learn_unroll_len`` steps, ``n_sample`` sequences per
+    collect, a replay of ``replay_buffer_size`` sequences) onto ours, which counts env steps: the same sequences,
+    the same env steps per collect and per replay."""
+    d = "DI-engine's R2D2 default"
+    t.default("policy.discount_factor", "policy.discount_factor", 0.997, d)
+    t.default("policy.nstep", "policy.nstep", 5, d)
+    burnin = _int_at_least(t, "policy.burnin_step", t.take("policy.burnin_step", 20), 0)
+    unroll = _int_at_least(t, "policy.learn_unroll_len", t.take("policy.learn_unroll_len", 80), 1)
+    seq_len = burnin + unroll
+    t.put("policy.sequence.seq_len", seq_len)
+    t.put("policy.sequence.burnin", burnin)
+    t.put("policy.sequence.overlap", 0)
+    t.report.add("converted", f"policy.burnin_step={burnin}, learn_unroll_len={unroll} -> policy.sequence.seq_len="
+                 f"{seq_len}, burnin={burnin}, overlap=0 (DI-engine cuts each env's trajectory into consecutive "
+                 "sequences)")  # fmt: skip
+    t.report.add("differs", "a sequence that starts an episode learns from its first step (its zero state is exact) "
+                 "and the last nstep steps of a sequence learn from shorter returns; DI-engine burns in every sequence "
+                 "and leaves its last nstep steps out of the loss")  # fmt: skip
+    given = t.take("policy.collect.unroll_len", seq_len)
+    t.report.add("ignored", f"policy.collect.unroll_len={short_repr(given)}: DI-engine's R2D2 replaces it by "
+                 f"burnin_step + learn_unroll_len = {seq_len}")  # fmt: skip
+    t.ignore("policy.collect.traj_len_inf", "each env's stream is cut into sequences across rollouts")
+    t.ignore("policy.collect.env_num", "the collector's envs are env.collector_env_num")
+    t.ignore("policy.eval.env_num", "the evaluator's envs are env.evaluator_env_num")
+    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
+    dueling = bool(t.take("policy.model.dueling", True))
+    head = t.take("policy.model.head_hidden_size", None) or encoder[-1]
+    layers = t.take("policy.model.head_layer_num", 1)
+    if head != encoder[-1] or layers != 1:
+        raise ConfigError(
+            "DI-engine config keys 'policy.model.head_hidden_size'/'head_layer_num' cannot be honoured: ding_dist's "
+            f"DRQN head has the LSTM's width ({encoder[-1]}) and one hidden layer when dueling (else none)"
+        )
+    t.require("policy.model.lstm_type", ("normal",), "ding_dist's DRQN has torch's LSTM")
+    t.require("policy.model.res_link", (False,), "ding_dist's DRQN has no residual link")
+    t.require("policy.model.norm_type", (None,), "ding_dist's DRQN has no normalization layers")
+    t.put("policy.model.hidden_sizes", encoder)
+    t.put("policy.model.lstm_size", encoder[-1])
+    t.put("policy.model.dueling", dueling)
+    t.put("policy.model.activation", "relu")
+    t.report.add("mapped", f"policy.model encoder_hidden_size_list={encoder}, dueling={dueling!r} -> policy.model."
+                 f"hidden_sizes={encoder}, lstm_size={encoder[-1]}, dueling={dueling!r} (ReLU)")  # fmt: skip
+    t.default("policy.learn.learning_rate", "policy.learn.learning_rate", 1e-4, d)
+    upc = t.default("policy.learn.update_per_collect", "policy.learn.update_per_collect", 1, d)
+    t.default("policy.learn.target_update_theta", "policy.learn.target_theta", 0.001, d)
+    t.require("policy.learn.value_rescale", (True,), "ding_dist's R2D2 always rescales values")
+    if t.take("policy.learn.ignore_done", False):
+        t.report.add("differs", "policy.learn.ignore_done=True: time-limit ends bootstrap here; terminations do not")
+    t.put("policy.value_rescale_eps", 0.01)
+    t.put("policy.priority_eta", 0.9)
+    t.put("policy.learn.loss", "mse")
+    t.put("policy.learn.double", True)
+    t.put("policy.learn.grad_clip_norm", NO_CLIP)
+    t.report.add("default", f"policy.value_rescale_eps=0.01, priority_eta=0.9, learn.loss='mse', double=True, "
+                 f"grad_clip_norm={NO_CLIP:g} (DI-engine's R2D2)")  # fmt: skip
+    sequences = _int_at_least(t, "policy.collect.n_sample", t.take("policy.collect.n_sample", 32), 1)
+    n_sample = sequences * seq_len
+    t.put("policy.collect.n_sample", n_sample)
+    batch = int(t.out.get("policy.learn.batch_size", 64))
+    t.put("policy.learn.batch_size", batch)
+    t.put("policy.learn.learning_starts", batch * seq_len)
+    size = _int_at_least(t, "policy.other.replay_buffer.replay_buffer_size",
+                         t.take("policy.other.replay_buffer.replay_buffer_size", 10000), 1)  # fmt: skip
+    t.put("policy.other.replay_buffer.replay_buffer_size", size * seq_len)
+    t.put("policy.other.replay_buffer.type", "sequence")
+    t.report.add("converted", f"policy.collect.n_sample={sequences} sequences -> {n_sample} env steps, "
+                 f"policy.other.replay_buffer.replay_buffer_size={size} sequences -> {size * seq_len} steps, "
+                 f"policy.learn.learning_starts={batch * seq_len} (DI-engine trains once it holds a batch of "
+                 "sequences); policy.learn.batch_size counts sequences, as DI-engine's")  # fmt: skip
+    for key, value in (("type", "exp"), ("start", 0.95), ("end", 0.05), ("decay", 10000)):
+        t.default(f"policy.other.eps.{key}", f"policy.other.eps.{key}", value, d)
+    _priority(t, d, True)
+    _iteration_counts(t, _int_at_least(t, "policy.learn.update_per_collect", upc, 1), n_sample, f"{upc} train iters")
+
+
+@translates("d4pg", on_policy=False)
+def _d4pg(t: _Translator) -> None:
+    d = "DI-engine's D4PG default"
+    for key, value in (("v_min", -10), ("v_max", 10), ("n_atom", 51)):
+        t.default(f"policy.model.{key}", f"policy.model.{key}", value, d)
+    t.require("policy.model.twin_critic", (False,), "D4PG has one distributional critic")
+    t.default("policy.nstep", "policy.nstep", 3, d)
+    t.ignore("policy.discount_factor", "DI-engine's D4PG reads policy.learn.discount_factor (default 0.99)")
+    _priority(t, d, on=True)
+    t.ignore("policy.transition_with_policy_data", "the replay stores actions; the learner recomputes the policy")
+    _deterministic_actor_critic(t, "D4PG", twin=False, actor_every=1, noise=False)
+    t.put("policy.model.twin_critic", False)
+
+
+@translates("acer", on_policy=False)  # DI-engine's on_policy=False; ours hands it rollouts, it replays chunks
+def _acer(t: _Translator) -> None:
+    """DI-engine's ACER: trajectories of ``unroll_len`` steps in a replay, ``update_per_collect`` steps on
+    ``batch_size`` of them; here each env's rollout is cut into chunks of ``unroll_len`` steps."""
+    d = "DI-engine's ACER default"
+    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
+    actor = (t.take("policy.model.actor_head_hidden_size", 64), t.take("policy.model.actor_head_layer_num", 1))
+    critic = (t.take("policy.model.critic_head_hidden_size", 64), t.take("policy.model.critic_head_layer_num", 1))
+    hidden = encoder + [actor[0]] * actor[1]
+    t.put("policy.model.hidden_sizes", hidden)
+    t.put("policy.model.activation", "relu")
+    t.report.add("mapped", f"policy.model encoder={encoder} + head {actor[0]} x {actor[1]} -> hidden_sizes={hidden}")
+    if critic != actor:
+        t.report.add("differs", f"critic head {critic[0]} x {critic[1]}: the critic uses hidden_sizes={hidden} too")
+    unroll = t.take("policy.unroll_len", 32)
+    for path in ("policy.learn.unroll_len", "policy.collect.unroll_len"):
+        other = t.take(path, unroll)
+        if other != unroll:
+            raise ConfigError(f"DI-engine config keys 'policy.unroll_len' = {short_repr(unroll)} and {path!r} = "
+                              f"{short_repr(other)} cannot be honoured: one trajectory length here")  # fmt: skip
+    unroll = _int_at_least(t, "policy.unroll_len", unroll, 1)
+    t.put("policy.learn.unroll_len", unroll)
+    for key, value in (("update_per_collect", 4), ("learning_rate_actor", 5e-4), ("learning_rate_critic", 5e-4),
+                       ("entropy_weight", 1e-4), ("c_clip_ratio", 10), ("trust_region", True),
+                       ("trust_region_value", 1.0), ("target_theta", 0.01)):  # fmt: skip
+        t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
+    upc = _int_at_least(t, "policy.learn.update_per_collect", t.out["policy.learn.update_per_collect"], 1)
+    gamma = t.default("policy.learn.discount_factor", "policy.learn.discount_factor", 0.9, d)
+    collect_gamma = t.take("policy.collect.discount_factor", gamma)
+    if collect_gamma != gamma:
+        raise ConfigError(f"DI-engine config keys 'policy.learn.discount_factor' = {short_repr(gamma)} and "
+                          f"'policy.collect.discount_factor' = {short_repr(collect_gamma)} cannot be honoured: one "
+                          "discount here")  # fmt: skip
+    t.ignore("policy.collect.gae_lambda", "ACER's targets are Retrace's")
+    t.ignore("policy.learn.lambda_", "not read by DI-engine's ACER (Retrace's traces are min(1, rho))")
+    t.ignore("policy.learn.value_weight", "not read by DI-engine's ACER (the critic has its own optimizer)")
+    t.require("policy.learn.grad_clip_type", (None,), "DI-engine's ACER file clips no gradients; nor does ours")
+    t.ignore("policy.learn.clip_value", "used only with grad_clip_type")
+    if "policy.learn.batch_size" not in t.out:
+        t.put("policy.learn.batch_size", 16)
+    t.default("policy.other.replay_buffer.replay_buffer_size", "policy.other.replay_buffer.replay_buffer_size",
+              1000, d)  # fmt: skip
+    envs = int(t.out.get("env.collector_env_num", 8))
+    n_traj = _int_at_least(t, "policy.collect.n_sample", t.take("policy.collect.n_sample", 16), 1)
+    per_env = -(-n_traj // envs)  # whole chunks per env
+    n_sample = per_env * envs * unroll
+    t.put("policy.collect.n_sample", n_sample)
+    t.report.add("converted", f"policy.collect.n_sample={n_traj} trajectories of {unroll} steps -> "
+                 f"policy.collect.n_sample={n_sample} env steps ({per_env} chunk(s) of {unroll} steps per env, "
+                 f"{envs} envs)")  # fmt: skip
+    t.report.add("differs", "DI-engine's ACER masks only the step after an episode end inside a trajectory; here "
+                 "Retrace restarts at every episode end and bootstraps truncations")  # fmt: skip
     _iteration_counts(t, upc, n_sample, f"{upc} train iters per collect")
 
 

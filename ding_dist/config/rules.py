@@ -128,6 +128,11 @@ VALUE_RULES: tuple[tuple[str, Check], ...] = (
     ("*.replay_buffer.beta", _unit()),
     ("*.replay_buffer.anneal_step", _at_least(0)),
     ("*.keep_last", _at_least(1)),
+    ("*.sequence.seq_len", _at_least(2)),  # R2D2's sequences (seq_len > burnin: the policy's check)
+    ("*.sequence.burnin", _at_least(0)),
+    ("*.sequence.overlap", _at_least(0)),
+    ("*.priority_eta", _unit()),
+    ("*.value_rescale_eps", _positive()),
     ("*.nstep", _at_least(1)),
     ("*.target_update_freq", _at_least(1)),  # the step count is taken modulo it
     ("*.actor_update_freq", _at_least(1)),  # TD3: the actor on every K-th update
@@ -186,7 +191,25 @@ def value_errors(
                 if not ok(value):
                     errors.append(f"config key {dotted!r} must be {expected}, got {short_repr(value)}")
                 break
-    return errors
+    return errors + [e for e in (rule(top) for rule in COMBINATION_RULES) if e is not None]
+
+
+def _apex_without_actors(cfg: Mapping) -> str | None:
+    """Ape-X (the epsilon ladder over actors) in a run without actors: the ladder would never be used."""
+    policy, al = cfg.get("policy"), cfg.get("actor_learner")
+    other = policy.get("other") if isinstance(policy, Mapping) else None
+    ladder = other.get("eps_ladder") if isinstance(other, Mapping) else None
+    actors = al.get("actors", 0) if isinstance(al, Mapping) else 0
+    if isinstance(ladder, Mapping) and ladder.get("enable") is True and actors == 0:
+        return (
+            "config key 'policy.other.eps_ladder.enable' is True (Ape-X: one epsilon per actor) but the run has no "
+            "actors (actor_learner.actors=0): train with --actors N (N >= 1), or set it False"
+        )
+    return None
+
+
+#: Checks of several keys together (each: config -> one message or None), after the per-key rules.
+COMBINATION_RULES: tuple[Callable[[Mapping], str | None], ...] = (_apex_without_actors,)
 
 
 def check_values(cfg: Mapping, schema: Mapping | None = None, rules: Any = VALUE_RULES) -> None:

@@ -195,6 +195,7 @@ class PrioritizedReplayBuffer:
         self.tree = SumMinTree(storage.capacity)
         self.max_priority = 1.0  # largest |delta| + eps so far (before the exponent)
         self.draws = 0  # sample() calls so far (beta's schedule)
+        self.sampled_age = [0.0, 0]  # since pop_sample_age(): sum of the sampled transitions' ages, their count
 
     @property
     def capacity(self) -> int:
@@ -256,6 +257,9 @@ class PrioritizedReplayBuffer:
         index, weights = self.sample_indices(batch_size)
         s, oldest = self.storage, self.storage._oldest()
         row, env = np.divmod(index, self.num_envs)
+        age = (oldest + s._rows - 1 - row) % s.rows_capacity  # rows written after the sampled one
+        self.sampled_age[0] += float(age.sum()) * self.num_envs
+        self.sampled_age[1] += len(age)
         drawn = s._n_step_at(oldest, (row - oldest) % s.rows_capacity, env)
         return as_tensors(s._gather(drawn), device), torch.as_tensor(weights, dtype=torch.float32).to(device), index
 
@@ -272,6 +276,19 @@ class PrioritizedReplayBuffer:
         weights = (self.tree.leaves(index) / self.tree.min) ** -self.beta
         self.draws += 1
         return index, weights
+
+    def pop_sample_age(self) -> tuple[float, int]:
+        """(sum of ages, count) of the transitions :meth:`sample` drew since the last call; a transition's age is the
+        number of transitions stored after it (its env slots' steps since).
+
+        Example::
+
+            total, n = buf.pop_sample_age()
+            mean_age = total / max(n, 1)
+        """
+        out = (self.sampled_age[0], self.sampled_age[1])
+        self.sampled_age = [0.0, 0]
+        return out
 
     def update_priorities(self, indices: np.ndarray, priorities: Any) -> None:
         """Set the priorities of ``indices`` (from :meth:`sample`) to ``(|priorities| + eps) ** alpha``."""

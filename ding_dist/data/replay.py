@@ -72,6 +72,19 @@ class RowRing:
     def __len__(self) -> int:
         return self._rows * self.num_envs
 
+    def cut_streams(self) -> None:
+        """Mark each slot's newest transition truncated unless it terminated: the slot's env stream was cut there
+        (a resumed run's envs start new episodes), so no n-step return sums across into the next episode.
+
+        Example::
+
+            buf.load_state_dict(saved)
+            buf.cut_streams()  # the envs that feed it from now on were reset
+        """
+        if self._rows:
+            row = (self._oldest() + self._rows - 1) % self.rows_capacity
+            self._data["truncated"][row] |= ~self._data["terminated"][row]
+
     def extend(self, rollout: Mapping[str, np.ndarray]) -> None:
         """Add every row of a rollout whose fields have shape ``[T, num_envs, ...]`` (see the collector)."""
         for t in range(len(rollout["reward"])):

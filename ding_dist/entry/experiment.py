@@ -34,6 +34,7 @@ from ding_dist.config import check_sync_config, compile_config, read_config, tra
 from ding_dist.data.frame_replay import FrameReplayBuffer, replay_buffer_for
 from ding_dist.data.prioritized import PrioritizedReplayBuffer
 from ding_dist.data.replay import ReplayBuffer
+from ding_dist.data.sequence_replay import SequenceReplayBuffer
 from ding_dist.entry.roles import Roles, actor_learner_default_config, check_actor_learner_config
 from ding_dist.envs import env_default_config
 from ding_dist.envs.seeding import RunSeeds
@@ -318,9 +319,18 @@ def cpu_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def default_threads(obs_space: gym.Space | None = None) -> None:
-    """Torch threads of this process: ``OMP_NUM_THREADS`` when set (torchrun sets 1), else one, or for
-    image observations (a convolutional encoder) the CPU cores shared by this machine's processes.
+#: Set by ``ding-dist train``'s local launcher when it set ``OMP_NUM_THREADS=1`` itself (you did not).
+OMP_DEFAULTED_ENV = "DING_DIST_OMP_DEFAULTED"
+
+
+def default_threads(
+    obs_space: gym.Space | None = None, threads: int | None = None, image_threads: int | None = None
+) -> None:
+    """Torch threads of this process: ``threads`` when given (a role's ``actor_learner.*_threads``), else
+    ``OMP_NUM_THREADS`` when set (torchrun sets 1), else one, or for image observations (a convolutional
+    encoder) ``image_threads`` when given (an actor-learner role's share, :func:`~ding_dist.entry.roles.role_threads`;
+    then a launcher's default ``OMP_NUM_THREADS=1`` does not count as set) or the CPU cores shared by this
+    machine's processes.
 
     RL networks on vectors are small: extra intra-op threads only add synchronization, and on a busy machine
     they spin against other processes (measured: a 1-process CartPole PPO run 9x slower with 2 threads on a
@@ -328,9 +338,16 @@ def default_threads(obs_space: gym.Space | None = None) -> None:
     env steps/s with 2 threads, docs/benchmarks.md section 8).
     """
     asked = os.environ.get("OMP_NUM_THREADS", "")
-    if asked.isdigit() and int(asked) >= 1:
+    if image_threads is not None and os.environ.get(OMP_DEFAULTED_ENV) == "1":
+        asked = ""
+    image = obs_space is not None and len(getattr(obs_space, "shape", None) or ()) == 3
+    if threads is not None:
+        pass
+    elif asked.isdigit() and int(asked) >= 1:
         threads = int(asked)
-    elif obs_space is not None and len(getattr(obs_space, "shape", None) or ()) == 3:
+    elif image and image_threads is not None:
+        threads = image_threads
+    elif image:
         threads = max(1, cpu_cores() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
     else:
         threads = 1
@@ -360,13 +377,15 @@ def build_policy(
 
 def make_replay_buffer(
     cfg: EasyDict, obs_space: gym.Space, act_space: gym.Space, num_envs: int, capacity: int, seed: int
-) -> ReplayBuffer | FrameReplayBuffer | PrioritizedReplayBuffer:
+) -> ReplayBuffer | FrameReplayBuffer | PrioritizedReplayBuffer | SequenceReplayBuffer:
     """A replay buffer of ``capacity`` transitions over ``num_envs`` env slots for the config's policy.
 
     Stacked uint8 frames (Atari) get a :class:`~ding_dist.data.frame_replay.FrameReplayBuffer` that stores
     each frame once, unless ``policy.other.replay_buffer.frame_dedup`` is False (True: required). With
     ``policy.priority`` the storage is wrapped in a :class:`~ding_dist.data.prioritized.PrioritizedReplayBuffer`
     (``other.replay_buffer.alpha``, ``beta``, ``anneal_step``): one shard per rank, with its own priorities.
+    A recurrent policy (R2D2) gets a :class:`~ding_dist.data.sequence_replay.SequenceReplayBuffer` (``policy.sequence``;
+    uniform, ``alpha=0``, without ``policy.priority``).
 
     Example::
 
@@ -374,6 +393,17 @@ def make_replay_buffer(
     """
     p = cfg.policy
     discrete = isinstance(act_space, gym.spaces.Discrete)
+    policy_type = ((cfg.get("create_config") or {}).get("policy") or {}).get("type")  # absent: a plain replay
+    policy_cls = get_policy_cls(policy_type) if policy_type else None
+    if getattr(policy_cls, "recurrent", False):  # R2D2: sequences with their recurrent start states
+        policy_cls.check_sequence_config(p)
+        s, rb = p.sequence, p.other.replay_buffer
+        return SequenceReplayBuffer(
+            capacity, obs_space.shape, obs_dtype=obs_space.dtype, action_shape=() if discrete else act_space.shape,
+            action_dtype=np.int64 if discrete else np.float32, num_envs=num_envs,
+            state_shapes=policy_cls.recurrent_state_shapes(p), seq_len=s.seq_len, burnin=s.burnin, overlap=s.overlap,
+            alpha=rb.alpha if p.priority else 0.0, beta=rb.beta, anneal_step=rb.anneal_step, seed=seed,
+        )  # fmt: skip
     storage = replay_buffer_for(
         obs_space,
         capacity,

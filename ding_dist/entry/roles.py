@@ -24,8 +24,13 @@ Config keys (section ``actor_learner``; ``ding-dist train --actors N --learners 
 | ``max_lag`` | 8 | most versions a trained chunk may lag behind the learners' weights |
 | ``lag_mode`` | ``"block"`` | ``"block"``: actors wait when the learners fall behind; ``"drop"``: they |
 |  |  | never wait, and a learner overwrites an actor's unconsumed chunk with its newer one |
-| ``queue`` | 0 | chunks per actor a learner receives ahead (0: each when it wants the next) |
-| ``actor_buffers`` | 1 | chunks an actor may have in flight |
+| ``queue`` | 1 | chunks per actor a learner receives ahead, while it learns (0: on demand, each when it |
+|  |  | asks for the next: the least lag, and the learner waits for every transfer) |
+| ``actor_buffers`` | 1 | chunks an actor may have in flight (with ``queue=1``: it collects its next chunk |
+|  |  | while its last one waits in the learner's buffer, and waits only for a learner 2 chunks behind) |
+| ``learner_threads`` | ``"auto"`` | torch threads of a learner; ``"auto"``: ``OMP_NUM_THREADS`` when you set it, |
+|  |  | else for a convolutional network the cores its host's actors leave (:func:`role_threads`), else 1 |
+| ``actor_threads`` | ``"auto"`` | torch threads of an actor; ``"auto"``: ``OMP_NUM_THREADS`` when you set it, else 1 |
 | ``on_actor_death`` | ``"continue"`` | ``"continue"`` with the actors left, or ``"stop"`` |
 | ``actor_device`` | ``"cpu"`` | where actors run their policy |
 
@@ -54,6 +59,7 @@ __all__ = [
     "actor_learner_default_config",
     "check_actor_learner_config",
     "chunk_steps",
+    "role_threads",
 ]
 
 logger = logging.getLogger(__name__)
@@ -70,10 +76,12 @@ def actor_learner_default_config() -> EasyDict:
         weight_sync_every=1,
         max_lag=8,
         lag_mode="block",
-        queue=0,
+        queue=1,
         actor_buffers=1,
         on_actor_death="continue",
         actor_device="cpu",
+        learner_threads="auto",
+        actor_threads="auto",
     )
 
 
@@ -89,6 +97,10 @@ def check_actor_learner_config(al: Mapping[str, Any]) -> None:
         value = al.get(key, low)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ConfigError(f"config key 'actor_learner.{key}' must be an int >= {low}, got {value!r}")
+    for key in ("learner_threads", "actor_threads"):
+        value = al.get(key, "auto")
+        if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"config key 'actor_learner.{key}' must be \"auto\" or an int >= 1, got {value!r}")
     for key, allowed in (("lag_mode", LAG_MODES), ("on_actor_death", DEATH_POLICIES)):
         if al.get(key, allowed[0]) not in allowed:
             raise ConfigError(f"config key 'actor_learner.{key}' must be one of {list(allowed)}, got {al[key]!r}")
@@ -198,3 +210,28 @@ def chunk_steps(n_sample: int, num_envs: int) -> int:
         chunk_steps(256, num_envs=8)  # 32 vector steps: 256 env steps per round with one learner
     """
     return max(1, -(-int(n_sample) // int(num_envs)))
+
+
+def role_threads(al: Mapping[str, Any], roles: Roles, rank: int, cores: int, local_world: int) -> dict[str, int | None]:
+    """The threads arguments of :func:`~ding_dist.entry.experiment.default_threads` for actor-learner ``rank``:
+    ``threads``, ``actor_learner.learner_threads`` / ``actor_threads`` when set to a number (it wins over
+    ``OMP_NUM_THREADS``), and ``image_threads``, what ``"auto"`` gives a convolutional network: an actor 1,
+    a learner the ``cores`` its host's actors leave (each ``actor_threads``, 1 for ``"auto"``), shared by the
+    host's learners. On a multi-host run (``local_world < roles.world_size``) an ``"auto"`` learner keeps the
+    plain rule (``image_threads`` None: the cores shared by the host's processes).
+
+    Example::
+
+        role_threads({}, Roles(learners=1, actors=1), rank=0, cores=8, local_world=2)
+        # {'threads': None, 'image_threads': 7}
+    """
+    key = "learner_threads" if roles.is_learner(rank) else "actor_threads"
+    value = al.get(key, "auto")
+    threads = None if value == "auto" else int(value)
+    if not roles.is_learner(rank):
+        return {"threads": threads, "image_threads": 1}
+    if local_world != roles.world_size:
+        return {"threads": threads, "image_threads": None}
+    per_actor = al.get("actor_threads", "auto")
+    per_actor = 1 if per_actor == "auto" else int(per_actor)
+    return {"threads": threads, "image_threads": max(1, (cores - roles.actors * per_actor) // roles.learners)}

@@ -27,6 +27,7 @@ from easydict import EasyDict
 from gymnasium.vector import AutoresetMode
 
 from ding_dist.envs.atari import is_atari_id, register_ale, wrap_atari
+from ding_dist.envs.grouped import GroupedVectorEnv, sample_groups_error
 from ding_dist.envs.restarting import RestartingVectorEnv
 from ding_dist.envs.seeding import env_seeds
 
@@ -66,7 +67,10 @@ def env_default_config() -> EasyDict:
     ``restart_window_s`` (a collector env that raises in ``step``/``reset`` or whose worker process dies is
     recreated and its episode dropped; more than ``max_restarts`` restarts of one env within ``restart_window_s``
     seconds end the run with an error naming the env and its last exception; see
-    :mod:`ding_dist.envs.restarting`).
+    :mod:`ding_dist.envs.restarting`), ``sample_groups`` (double-buffered sampling: a rank's collector envs in this
+    many groups, and while one group steps the policy computes the next group's actions; with the async manager the
+    stepping runs in the env workers meanwhile; 1: one batch, no overlap; it must divide each rank's collector envs;
+    recurrent policies use one group; see :mod:`ding_dist.envs.grouped`).
 
     Example::
 
@@ -86,6 +90,7 @@ def env_default_config() -> EasyDict:
         step_cost_ms=0.0,
         max_restarts=5,
         restart_window_s=300.0,
+        sample_groups=1,
     )
 
 
@@ -251,7 +256,12 @@ def _make_from_cfg(env_cfg: Mapping[str, Any], training: bool = False) -> gym.En
 
 
 def make_vec_env(
-    env_cfg: Mapping[str, Any], num_envs: int, manager: str = "sync", *, training: bool = False
+    env_cfg: Mapping[str, Any],
+    num_envs: int,
+    manager: str = "sync",
+    *,
+    training: bool = False,
+    restarting: bool | None = None,
 ) -> gym.vector.VectorEnv:
     """A gymnasium vector env of ``num_envs`` copies of the env in ``env_cfg``, SAME_STEP autoreset.
 
@@ -262,7 +272,10 @@ def make_vec_env(
     reward clipping (see :mod:`ding_dist.envs.atari`); evaluation envs keep the true game rewards. Collector envs
     (``training=True``) of the sync and async managers are a
     :class:`~ding_dist.envs.restarting.RestartingVectorEnv`: an env that crashes is recreated (``env.max_restarts``,
-    ``env.restart_window_s``; ``env.max_restarts=0``: gymnasium's own vector env, and a crash ends the run).
+    ``env.restart_window_s``; ``env.max_restarts=0``: gymnasium's own vector env, and a crash ends the run). Collector
+    envs with ``env.sample_groups`` G > 1 are a :class:`~ding_dist.envs.grouped.GroupedVectorEnv` of G such vector
+    envs of ``num_envs / G`` envs each (G must divide ``num_envs``). ``restarting=True`` guards evaluation envs the
+    same way (default: ``training``).
 
     Example::
 
@@ -276,6 +289,16 @@ def make_vec_env(
     if not isinstance(env_cfg, Mapping):
         raise TypeError(f"env config must be a dict with 'id' or 'entry_point', got {env_cfg!r:.80}")
     env_cfg = dict(env_cfg)
+    groups = env_cfg.get("sample_groups", 1) if training else 1
+    error = sample_groups_error(groups, int(num_envs))
+    if error:
+        raise ValueError(error)
+    if groups > 1:
+        if ENV_MANAGERS[manager] == "envpool":
+            raise ValueError("env.sample_groups > 1 needs env_manager sync or async (envpool steps its own threads)")
+        one = {**env_cfg, "sample_groups": 1}
+        part = functools.partial(make_vec_env, one, num_envs // groups, manager, training=True, restarting=restarting)
+        return GroupedVectorEnv([part() for _ in range(groups)])
     if ENV_MANAGERS[manager] == "envpool":
         from ding_dist.envs.envpool_env import EnvPoolVectorEnv
 
@@ -283,13 +306,15 @@ def make_vec_env(
     # Build one env eagerly: a bad id or entry point fails here with a clear message, in this process.
     first = _make_from_cfg(env_cfg, training)
     fns = [functools.partial(_make_from_cfg, env_cfg, training) for _ in range(int(num_envs))]
-    if training and int(env_cfg.get("max_restarts", 5)) > 0:  # 0: a crashing env ends the run (plain vector env)
+    guarded = training if restarting is None else restarting
+    if guarded and int(env_cfg.get("max_restarts", 5)) > 0:  # 0: a crashing env ends the run (plain vector env)
         first.close()
         return RestartingVectorEnv(
             fns,
             ENV_MANAGERS[manager],
             max_restarts=env_cfg.get("max_restarts", 5),
             restart_window_s=env_cfg.get("restart_window_s", 300.0),
+            role="collector" if training else "evaluator",
         )
     if ENV_MANAGERS[manager] == "sync":
         fns[0] = lambda: first
@@ -316,7 +341,7 @@ def close_vec_env(venv: gym.vector.VectorEnv, timeout: float = CLOSE_TIMEOUT_S) 
         venv = make_vec_env(cfg.env, 4, "async")
         close_vec_env(venv)
     """
-    if isinstance(venv.unwrapped, gym.vector.AsyncVectorEnv | RestartingVectorEnv):
+    if isinstance(venv.unwrapped, gym.vector.AsyncVectorEnv | RestartingVectorEnv | GroupedVectorEnv):
         venv.close(timeout=timeout)
     else:
         venv.close()

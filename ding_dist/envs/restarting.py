@@ -1,4 +1,4 @@
-"""A vector env whose sub-envs are recreated when they crash (collector envs).
+"""A vector env whose sub-envs are recreated when they crash (collector envs, and evaluation envs).
 
 :class:`RestartingVectorEnv` keeps each env in its own one-env gymnasium vector env (``SyncVectorEnv``, or an
 ``AsyncVectorEnv`` with one worker process), stepped together. When one raises in ``step``/``reset``, or its
@@ -30,7 +30,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from ding_dist.comm import get_rank
 
-__all__ = ["EnvCrashError", "RestartingVectorEnv"]
+__all__ = ["EnvCrashError", "RestartingVectorEnv", "adopt_spaces", "env_info"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,23 +42,37 @@ class EnvCrashError(RuntimeError):
     """An env crashed more often than ``env.max_restarts`` within ``env.restart_window_s``."""
 
 
-def _one_env_info(info: dict) -> dict:
-    """The plain info dict of env 0 of a one-env vector info (masks ``_key`` applied, nested dicts too)."""
+def env_info(info: dict, j: int = 0) -> dict:
+    """The plain info dict of env ``j`` of a vector info (masks ``_key`` applied, nested dicts too)."""
     out = {}
     for key, value in info.items():
         if key.startswith("_"):
             continue
         mask = info.get("_" + key)
-        if mask is not None and not mask[0]:
+        if mask is not None and not mask[j]:
             continue
-        out[key] = _one_env_info(value) if isinstance(value, dict) else value[0]
+        out[key] = env_info(value, j) if isinstance(value, dict) else value[j]
     return out
+
+
+def adopt_spaces(venv: gym.vector.VectorEnv, first: gym.vector.VectorEnv, num_envs: int) -> None:
+    """Give ``venv`` (a vector env of ``num_envs`` made of vector envs like ``first``) ``first``'s single spaces,
+    their batched spaces, its metadata with SAME_STEP autoreset, and its render mode."""
+    venv.num_envs = num_envs
+    venv.single_observation_space = first.single_observation_space
+    venv.single_action_space = first.single_action_space
+    venv.observation_space = batch_space(venv.single_observation_space, num_envs)
+    venv.action_space = batch_space(venv.single_action_space, num_envs)
+    venv.metadata = dict(first.metadata or {})
+    venv.metadata["autoreset_mode"] = AutoresetMode.SAME_STEP
+    venv.render_mode = first.render_mode
 
 
 class RestartingVectorEnv(gym.vector.VectorEnv):
     """``len(env_fns)`` envs, each recreated by its ``env_fn`` when it crashes (see the module docstring).
 
-    ``manager``: ``"sync"`` (every env in this process) or ``"async"`` (one worker process per env). Autoreset is
+    ``manager``: ``"sync"`` (every env in this process) or ``"async"`` (one worker process per env); ``role`` names
+    the envs in messages (``"collector"``, ``"evaluator"``: evaluation envs are guarded alike). Autoreset is
     gymnasium's ``SAME_STEP``. :attr:`restarts` counts every restart so far; :meth:`step_one` steps one env alone
     (the collector's first step of an env's new episode after a restart).
 
@@ -76,6 +90,7 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
         *,
         max_restarts: int = 5,
         restart_window_s: float = 300.0,
+        role: str = "collector",
     ) -> None:
         if manager not in ("sync", "async"):
             raise ValueError(f"manager must be 'sync' or 'async', got {manager!r}")
@@ -87,19 +102,13 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
             or restart_window_s <= 0
         ):
             raise ValueError(f"env.restart_window_s must be a number of seconds > 0, got {restart_window_s!r}")
-        self.env_fns, self.manager = list(env_fns), manager
+        self.env_fns, self.manager, self.role = list(env_fns), manager, role
         self.max_restarts, self.restart_window_s = max_restarts, float(restart_window_s)
         self.num_envs = len(self.env_fns)
         self.subs: list[gym.vector.VectorEnv] = [self._make_sub(i) for i in range(self.num_envs)]
-        first = self.subs[0]
-        self.single_observation_space = first.single_observation_space
-        self.single_action_space = first.single_action_space
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.metadata = dict(first.metadata or {})
-        self.metadata["autoreset_mode"] = AutoresetMode.SAME_STEP
-        self.render_mode = first.render_mode
+        adopt_spaces(self, self.subs[0], self.num_envs)
         self.restarts = 0
+        self._pending_step: tuple[list[Any], list[Any]] | None = None
         self._seeds: list[int | None] = [None] * self.num_envs
         self._crashes: list[collections.deque[float]] = [collections.deque() for _ in range(self.num_envs)]
 
@@ -132,7 +141,7 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
                 crashes.popleft()
             if len(crashes) > self.max_restarts:
                 raise EnvCrashError(
-                    f"collector env {i} of rank {get_rank()} crashed {len(crashes)} times within "
+                    f"{self.role} env {i} of rank {get_rank()} crashed {len(crashes)} times within "
                     f"{self.restart_window_s:g} s (more than env.max_restarts={self.max_restarts} in "
                     "env.restart_window_s); last exception: "
                     f"{type(error).__name__}: {error}"
@@ -140,7 +149,7 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
             self._close_sub(self.subs[i])
             self.restarts += 1
             what = f"{type(error).__name__}: {error}"
-            logger.warning("collector env %d crashed (%s); recreated it, dropping its episode", i, what)
+            logger.warning("%s env %d crashed (%s); recreated it, dropping its episode", self.role, i, what)
             seed = self._seeds[i]
             if seed is not None:  # a fresh stream: the new env never replays the broken episode
                 seed = int(np.random.SeedSequence([seed, self.restarts]).generate_state(1)[0])
@@ -172,10 +181,16 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
         obs = self._obs([r[0] for r in results])
         infos: dict = {}
         for i, (_, info) in enumerate(results):
-            infos = self._add_info(infos, _one_env_info(info), i)
+            infos = self._add_info(infos, env_info(info), i)
         return obs, infos
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: Any) -> None:
+        """Start a step: with the async manager every worker starts stepping now (sync: the step runs in
+        :meth:`step_wait`). Double-buffered sampling (:mod:`ding_dist.envs.grouped`) overlaps the two."""
         acts = self._split_actions(actions)
         results: list[Any] = [None] * self.num_envs
         if self.manager == "async":  # every worker steps at once
@@ -184,6 +199,14 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
                     self._call(i, "step_async", acts[i])
                 except Exception as e:
                     results[i] = e
+        self._pending_step = (acts, results)
+
+    def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Finish the step :meth:`step_async` started (crashed envs restarted, as :meth:`step` does)."""
+        if self._pending_step is None:
+            raise RuntimeError("step_wait() without a step_async() in flight")
+        acts, results = self._pending_step
+        self._pending_step = None
         for i in range(self.num_envs):
             if results[i] is None:
                 try:
@@ -202,7 +225,7 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
         truncated = np.concatenate([r[3] for r in results]).astype(bool)
         infos: dict = {}
         for i, r in enumerate(results):
-            infos = self._add_info(infos, _one_env_info(r[4]), i)
+            infos = self._add_info(infos, env_info(r[4]), i)
         return obs, reward, terminated, truncated, infos
 
     def step_one(self, i: int, action: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:

@@ -34,6 +34,17 @@ POLICY_REGISTRY["sql"] = SQLPolicy
 POLICY_REGISTRY["discrete_sac"] = DiscreteSACPolicy
 POLICY_REGISTRY["sac_discrete"] = DiscreteSACPolicy  # the type name of DI-engine's older cartpole_sac_config.py
 
+# Distributional and branching value-based policies (issue 23), under DI-engine's type names.
+from ding_dist.policy.bdq import BDQPolicy  # noqa: E402
+from ding_dist.policy.d4pg import D4PGPolicy  # noqa: E402
+from ding_dist.policy.fqf import FQFPolicy  # noqa: E402
+from ding_dist.policy.sqn import SQNPolicy  # noqa: E402
+
+POLICY_REGISTRY["fqf"] = FQFPolicy
+POLICY_REGISTRY["sqn"] = SQNPolicy
+POLICY_REGISTRY["bdq"] = BDQPolicy
+POLICY_REGISTRY["d4pg"] = D4PGPolicy
+
 # Actor-critic policies, under DI-engine's type names.
 from ding_dist.policy.a2c import A2CPolicy  # noqa: E402
 from ding_dist.policy.ddpg import DDPGPolicy  # noqa: E402
@@ -46,6 +57,20 @@ POLICY_REGISTRY["ddpg"] = DDPGPolicy
 POLICY_REGISTRY["a2c"] = A2CPolicy
 POLICY_REGISTRY["pg"] = PGPolicy
 POLICY_REGISTRY["ppo_pg"] = PPOPGPolicy
+
+# On-policy actor-critic variants learning from replay (issue 23), under DI-engine's type names.
+from ding_dist.policy.acer import ACERPolicy  # noqa: E402
+from ding_dist.policy.ppg import PPGOffPolicy  # noqa: E402
+from ding_dist.policy.ppo_offpolicy import PPOOffPolicy  # noqa: E402
+
+POLICY_REGISTRY["ppo_offpolicy"] = PPOOffPolicy
+POLICY_REGISTRY["ppg_offpolicy"] = PPGOffPolicy
+POLICY_REGISTRY["acer"] = ACERPolicy
+
+# Recurrent replay (issue 25): R2D2, sequences from data/sequence_replay.py.
+from ding_dist.policy.r2d2 import R2D2Policy  # noqa: E402
+
+POLICY_REGISTRY["r2d2"] = R2D2Policy
 
 
 def register_policy(name: str, cls: type[Policy]) -> None:
@@ -75,16 +100,23 @@ def get_policy_cls(name: str) -> type[Policy]:
 
 __all__ = [
     "POLICY_REGISTRY",
+    "ACERPolicy",
+    "BDQPolicy",
     "C51Policy",
+    "D4PGPolicy",
     "DiscreteSACPolicy",
     "DQNPolicy",
+    "FQFPolicy",
     "IMPALAPolicy",
     "IQNPolicy",
     "MDQNPolicy",
+    "PPGOffPolicy",
+    "PPOOffPolicy",
     "PPOPolicy",
     "QRDQNPolicy",
     "RainbowPolicy",
     "SQLPolicy",
+    "SQNPolicy",
     "Policy",
     "action_info",
     "get_policy_cls",

@@ -118,9 +118,13 @@ class QLearningPolicy(Policy):
         self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"
     ) -> None:
         super().__init__(cfg, obs_space, action_space, device)
-        self.n_actions = discrete_actions(action_space, self.algorithm)
+        self.n_actions = self.count_actions(action_space)
         if self.cfg.get("priority_IS_weight") and not self.cfg.get("priority"):
             raise ValueError("priority_IS_weight=True needs priority=True (importance weights come from priorities)")
+
+    def count_actions(self, action_space: gym.Space) -> int:
+        """The choices per action dimension: a Discrete space's ``n`` (a subclass may discretize a Box: BDQ)."""
+        return discrete_actions(action_space, self.algorithm)
 
     @torch.no_grad()
     def schedule_values(self, env_step: int) -> dict[str, float]:
@@ -139,11 +143,14 @@ class QLearningPolicy(Policy):
     def eval_action(self, obs: np.ndarray) -> np.ndarray:
         return self.model(obs_tensor(obs, self.obs_space, self.device)).argmax(dim=-1).cpu().numpy()
 
-    def apply_loss(self, per_sample: torch.Tensor, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def apply_loss(
+        self, per_sample: torch.Tensor, batch: Mapping[str, torch.Tensor], aux_loss: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
         """One optimizer step on the mean of the per-sample losses ``[batch]`` (computed through ``self.train_model``,
         so the gradients are averaged across ranks; with ``priority_IS_weight`` each one weighted by
-        ``batch["weight"]``), gradient clipping by ``learn.grad_clip_norm``, then the target update. Returns
-        ``{"loss": ...}``, with ``priority`` also ``"priority"``: the per-sample losses, the replay's new priorities.
+        ``batch["weight"]``) plus ``aux_loss`` (a scalar, neither weighted nor a priority: FQF's fraction loss),
+        gradient clipping by ``learn.grad_clip_norm``, then the target update. Returns ``{"loss": ...}``, with
+        ``priority`` also ``"priority"``: the per-sample losses, the replay's new priorities.
 
         Example::
 
@@ -151,7 +158,7 @@ class QLearningPolicy(Policy):
         """
         lc = self.cfg.learn
         weighted = per_sample * batch["weight"] if self.cfg.get("priority_IS_weight") else per_sample
-        loss = weighted.mean()
+        loss = weighted.mean() if aux_loss is None else weighted.mean() + aux_loss
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if lc.grad_clip_norm is not None:
@@ -416,17 +423,19 @@ def quantile_huber_loss(
 
 
 # ------------------------------------------------------------------------------------------- learning helpers
-def init_q_learning(policy: Policy, model: nn.Module, lr: float, **adam_kwargs: Any) -> None:
+def init_q_learning(policy: Policy, model: nn.Module, lr: float, params: Any = None, **adam_kwargs: Any) -> None:
     """Give ``policy`` its trained ``model`` (moved to the policy's device), ``optimizer`` (Adam, or what
-    ``policy.sync`` needs), the wrapped ``train_model`` from :meth:`Policy.distribute` and a frozen
-    ``target_model`` copied after it (so it starts from rank 0's parameters, like the online network).
+    ``policy.sync`` needs, over ``params``: parameters or parameter groups of ``model``, default all of them), the
+    wrapped ``train_model`` from :meth:`Policy.distribute` and a frozen ``target_model`` copied after it (so it
+    starts from rank 0's parameters, like the online network).
 
     Example::
 
         init_q_learning(self, CategoricalQNetwork(obs_space, 2, 51, -10, 10), lr=self.cfg.learn.learning_rate)
     """
     policy.model = model.to(policy.device)
-    policy.optimizer = policy.make_optimizer(policy.model.parameters(), lr=lr, **adam_kwargs)
+    params = policy.model.parameters() if params is None else params
+    policy.optimizer = policy.make_optimizer(params, lr=lr, **adam_kwargs)
     policy.train_model, policy.optimizer = policy.distribute(policy.model, policy.optimizer)
     policy.target_model = copy.deepcopy(policy.model).requires_grad_(False)
 

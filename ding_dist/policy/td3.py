@@ -114,8 +114,7 @@ class TD3Policy(Policy):
         n_obs, n_act = obs_dim(obs_space), self.box.size
 
         self.actor = DeterministicActor(n_obs, n_act, m.actor_hidden_sizes, m.activation).to(self.device)
-        critic_cls = TwinQCritic if m.twin_critic else QCritic
-        self.critic = critic_cls(n_obs, n_act, m.critic_hidden_sizes, m.activation).to(self.device)
+        self.critic = self.build_critic(n_obs, n_act).to(self.device)
         self.actor_optimizer = self.make_optimizer(self.actor.parameters(), lr=lc.learning_rate_actor)
         self.critic_optimizer = self.make_optimizer(self.critic.parameters(), lr=lc.learning_rate_critic)
         self.train_actor, self.actor_optimizer = self.distribute(self.actor, self.actor_optimizer)
@@ -125,6 +124,12 @@ class TD3Policy(Policy):
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self._actor_loss = torch.zeros((), device=self.device)  # the last one, reported between actor updates
         self._noise_seed = int(self.actor.noise_seed)  # read once (not a device read per update)
+
+    def build_critic(self, n_obs: int, n_act: int) -> nn.Module:
+        """The critic(s): twin Q critics, or one with ``model.twin_critic=False`` (a subclass may change it: D4PG)."""
+        m = self.cfg.model
+        critic_cls = TwinQCritic if m.twin_critic else QCritic
+        return critic_cls(n_obs, n_act, m.critic_hidden_sizes, m.activation)
 
     # --- acting ---------------------------------------------------------------------------------
     def _flat_obs(self, obs: np.ndarray) -> torch.Tensor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -10,9 +11,12 @@ import gymnasium as gym
 import numpy as np
 
 from ding_dist.envs.env import close_vec_env
+from ding_dist.envs.grouped import GroupedVectorEnv
 from ding_dist.policy.base import Policy
 
 __all__ = ["Collector", "RolloutPreemption"]
+
+logger = logging.getLogger(__name__)
 
 
 class RolloutPreemption:
@@ -98,6 +102,12 @@ class Collector:
     from ``info["final_obs"]`` rather than the reset one. Finished episodes are counted in
     :attr:`episode_returns` / :attr:`episode_lengths` until :meth:`pop_episodes` takes them.
 
+    Double-buffered sampling: on a :class:`~ding_dist.envs.grouped.GroupedVectorEnv` (``env.sample_groups`` G > 1)
+    the policy computes group ``g + 1``'s actions while group ``g`` steps (in the env workers, with the async
+    manager); each env sees the same observations and actions as with one group, and the rollout keeps the layout
+    above, in env order. A policy with ``recurrent = True`` (per-env recurrent state over all envs) and
+    non-array observations use the groups as one batch (one log line says so).
+
     Example::
 
         venv = make_vec_env({"id": "CartPole-v1"}, num_envs=4)
@@ -120,6 +130,12 @@ class Collector:
         # return and length in info["episode"] (gymnasium's RecordEpisodeStatistics): log those instead.
         self._game_stats = bool((getattr(venv, "metadata", None) or {}).get("ding_dist.episode_statistics"))
         self._info: dict = {}
+        self.groups = len(venv.group_slices) if isinstance(venv, GroupedVectorEnv) else 1
+        recurrent = getattr(policy, "recurrent", False) or hasattr(policy, "reset_state")
+        if self.groups > 1 and (recurrent or not isinstance(self.obs, np.ndarray)):
+            why = "a recurrent policy" if recurrent else "non-array observations"
+            logger.info("env.sample_groups=%d: %s acts on all envs at once (one group)", self.groups, why)
+            self.groups = 1
 
     def collect(
         self, n_steps: int, env_step: int, preemption: RolloutPreemption | None = None
@@ -134,6 +150,8 @@ class Collector:
             raise ValueError(f"n_steps must be >= 1, got {n_steps}")
         if preemption is not None:
             preemption.begin()
+        if self.groups > 1:
+            return self._collect_grouped(n_steps, env_step, preemption)
         rows: dict[str, list[np.ndarray]] = {}
         for done in range(n_steps):
             if preemption is not None and preemption.preempted(done, n_steps):
@@ -146,8 +164,9 @@ class Collector:
                 for i in np.flatnonzero(info["_final_obs"]):
                     real_next[i] = info["final_obs"][i]
             if "_env_restart" in info and info["_env_restart"].any():
-                action, extras, next_obs, reward, terminated, truncated, real_next = self._replace_broken(
-                    np.flatnonzero(info["_env_restart"]), rows, env_step,
+                prev = {k: rows[k][-1] for k in ("terminated", "truncated")} if rows else None
+                self.obs, (action, extras, next_obs, reward, terminated, truncated, real_next) = self._replace_broken(
+                    np.flatnonzero(info["_env_restart"]), prev, env_step, self.obs,
                     [action, extras, next_obs, reward, terminated, truncated, real_next],
                 )  # fmt: skip
             step = {
@@ -163,6 +182,8 @@ class Collector:
                 rows.setdefault(key, []).append(value)
             self._info = info
             self._track_episodes(reward, terminated | truncated)
+            if hasattr(self.policy, "reset_state"):  # a recurrent policy (R2D2): keep its state, zero ended slots
+                self.policy.reset_state(np.asarray(terminated | truncated))
             self.obs = next_obs
         else:
             if preemption is not None:
@@ -171,50 +192,129 @@ class Collector:
         out["last_obs"] = self.obs.copy()
         return out
 
-    def _replace_broken(self, broken: np.ndarray, rows: dict[str, list[np.ndarray]], env_step: int,
-                        step: list[Any]) -> list[Any]:  # fmt: skip
+    def _replace_broken(self, broken: np.ndarray, prev: dict[str, np.ndarray] | None, env_step: int,
+                        obs: np.ndarray, step: list[Any], lo: int = 0) -> tuple[np.ndarray, list[Any]]:  # fmt: skip
         """Drop the episodes of the ``broken`` envs (recreated by a
         :class:`~ding_dist.envs.restarting.RestartingVectorEnv` this step): their returns are not counted, their
-        last real step of this rollout ends as truncated (bootstrapped like a time limit), and the crashed step's
-        slot holds the new episode's first real transition instead (the policy acts on the reset observation)."""
+        last real step of this rollout (``prev``: the previous step's ``terminated``/``truncated`` of all envs) ends
+        as truncated (bootstrapped like a time limit), and the crashed step's slot holds the new episode's first real
+        transition instead (the policy acts on the reset observation). ``obs`` and ``step`` are the envs from ``lo``
+        on (a group of a :class:`~ding_dist.envs.grouped.GroupedVectorEnv`; ``broken`` counts from ``lo``); returns
+        the new ``obs`` and ``step``."""
         action, extras, next_obs, reward, terminated, truncated, real_next = step
         action, next_obs, real_next = np.array(action), np.array(next_obs), np.array(real_next)
         reward, terminated, truncated = np.array(reward), np.array(terminated), np.array(truncated)
         extras = {k: np.array(v) for k, v in extras.items()}
-        obs = np.array(self.obs)
+        obs = np.array(obs)
         for i in broken:
-            self._ep_return[i], self._ep_length[i] = 0.0, 0
-            if rows and not (rows["terminated"][-1][i] or rows["truncated"][-1][i]):
-                rows["truncated"][-1][i] = True
+            self._ep_return[lo + i], self._ep_length[lo + i] = 0.0, 0
+            if prev is not None and not (prev["terminated"][lo + i] or prev["truncated"][lo + i]):
+                prev["truncated"][lo + i] = True
             restarted = True
             while restarted:  # the new env may crash at once too: the venv's restart limit ends this loop
                 obs[i] = next_obs[i]
                 a, ex = self.policy.collect_action(obs[i : i + 1], env_step)
-                o, r, te, tr, inf = self.venv.step_one(int(i), self.policy.to_env_action(a))
+                o, r, te, tr, inf = self.venv.step_one(lo + int(i), self.policy.to_env_action(a))
                 restarted = bool(inf.get("_env_restart", [False])[0])
                 action[i], reward[i], terminated[i], truncated[i], next_obs[i] = a[0], r[0], te[0], tr[0], o[0]
                 for k, v in ex.items():
                     extras[k][i] = v[0]
                 real_next[i] = inf["final_obs"][0] if inf.get("_final_obs", [False])[0] else o[0]
-        self.obs = obs
-        return [action, extras, next_obs, reward, terminated, truncated, real_next]
+        return obs, [action, extras, next_obs, reward, terminated, truncated, real_next]
+
+    def _collect_grouped(
+        self, n_steps: int, env_step: int, preemption: RolloutPreemption | None
+    ) -> dict[str, np.ndarray]:
+        """:meth:`collect` with double-buffered sampling: group ``g``'s step is in flight while the policy computes
+        group ``g + 1``'s actions. Every group's step ``t`` is waited for before step ``t + 1`` of any group is
+        recorded, and nothing is in flight when this returns (new weights apply from the next call on)."""
+        venv: GroupedVectorEnv = self.venv  # type: ignore[assignment]
+        slices = venv.group_slices
+        obs = [self.obs[sl] for sl in slices]  # each group's current observations
+        acted: list[Any] = [None] * len(slices)
+        if preemption is not None and preemption.preempted(0, n_steps):  # as the one-group loop asks (never true)
+            return {"last_obs": self.obs.copy()}
+
+        def launch(g: int) -> None:  # the policy acts for group g, whose envs start stepping
+            action, extras = self.policy.collect_action(obs[g], env_step)
+            venv.step_async(g, self.policy.to_env_action(action))
+            acted[g] = (obs[g], action, extras)
+
+        for g in range(len(slices)):
+            launch(g)
+        out: dict[str, np.ndarray] = {}  # [n_steps, num_envs, ...] each, made at the first group's first step
+        stop = n_steps
+        for t in range(n_steps):
+            for g, sl in enumerate(slices):
+                group_obs, action, extras = acted[g]
+                next_obs, reward, terminated, truncated, info = venv.step_wait(g)
+                real_next = next_obs
+                if "_final_obs" in info and info["_final_obs"].any():
+                    real_next = next_obs.copy()
+                    for i in np.flatnonzero(info["_final_obs"]):
+                        real_next[i] = info["final_obs"][i]
+                if "_env_restart" in info and info["_env_restart"].any():
+                    group_obs, (action, extras, next_obs, reward, terminated, truncated, real_next) = (
+                        self._replace_broken(
+                            np.flatnonzero(info["_env_restart"]), self._row(out, t - 1), env_step, group_obs,
+                            [action, extras, next_obs, reward, terminated, truncated, real_next], lo=sl.start,
+                        )
+                    )  # fmt: skip
+                step = {
+                    "obs": group_obs,
+                    "action": action,
+                    "reward": np.asarray(reward, dtype=np.float32),
+                    "next_obs": real_next,
+                    "terminated": np.asarray(terminated, dtype=bool),
+                    "truncated": np.asarray(truncated, dtype=bool),
+                    **extras,
+                }
+                for key, value in step.items():
+                    value = np.asarray(value)
+                    if key not in out:
+                        out[key] = np.empty((n_steps, self.num_envs, *value.shape[1:]), dtype=value.dtype)
+                    out[key][t, sl] = value
+                self._track(reward, step["terminated"] | step["truncated"], info, sl.start)
+                obs[g] = next_obs
+                if g == 0 and t + 1 < n_steps and preemption is not None and preemption.preempted(t + 1, n_steps):
+                    stop = t + 1
+                if t + 1 < stop:
+                    launch(g)
+            if t + 1 == stop:
+                break
+        if stop == n_steps and preemption is not None:
+            preemption.finished()
+        out = {key: value[:stop] for key, value in out.items()}
+        self.obs = np.concatenate(obs)
+        out["last_obs"] = self.obs.copy()
+        return out
+
+    @staticmethod
+    def _row(out: dict[str, np.ndarray], t: int) -> dict[str, np.ndarray] | None:
+        """Step ``t``'s ``terminated`` and ``truncated`` of all envs (views into ``out``); None before step 0."""
+        return {k: out[k][t] for k in ("terminated", "truncated")} if t >= 0 else None
 
     def _track_episodes(self, reward: np.ndarray, done: np.ndarray) -> None:
-        self._ep_return += reward
-        self._ep_length += 1
+        self._track(reward, done, self._info, 0)
+
+    def _track(self, reward: np.ndarray, done: np.ndarray, info: dict, lo: int) -> None:
+        """Count the episodes that ended in envs ``lo`` to ``lo + len(done) - 1`` (``info``: their vector info)."""
+        ep_return, ep_length = self._ep_return[lo : lo + len(done)], self._ep_length[lo : lo + len(done)]  # views
+        ep_return += reward
+        ep_length += 1
         if self._game_stats:  # whole games, unclipped, as the env's statistics wrapper counted them
             # SAME_STEP autoreset: the finished game's info is in info["final_info"] (info is the reset's)
-            info = self._info.get("final_info", self._info)
+            info = info.get("final_info", info)
             if "episode" in info:
                 for i in np.flatnonzero(info["_episode"]):
                     self.episode_returns.append(float(info["episode"]["r"][i]))
                     self.episode_lengths.append(int(info["episode"]["l"][i]))
         else:
             for i in np.flatnonzero(done):
-                self.episode_returns.append(float(self._ep_return[i]))
-                self.episode_lengths.append(int(self._ep_length[i]))
-        self._ep_return[done] = 0.0
-        self._ep_length[done] = 0
+                self.episode_returns.append(float(ep_return[i]))
+                self.episode_lengths.append(int(ep_length[i]))
+        ep_return[done] = 0.0
+        ep_length[done] = 0
 
     @property
     def restarts(self) -> int:

@@ -22,8 +22,10 @@ class Evaluator:
     Acting uses :meth:`Policy.eval_action`, which runs the raw (unwrapped) networks: evaluating
     never enters a collective, so the other ranks only wait in :meth:`evaluate_and_share`'s broadcast.
     Episodes are split evenly over the envs (env ``i`` runs ``n_episode // N`` episodes, one more for
-    the first ``n_episode % N``), so short episodes are not over-represented. Construct it with
-    ``venv=None`` on ranks other than 0.
+    the first ``n_episode % N``), so short episodes are not over-represented. An env that crashed and was
+    recreated (a :class:`~ding_dist.envs.restarting.RestartingVectorEnv`, ``make_vec_env(..., restarting=True)``)
+    has its broken episode dropped, not counted; it runs a new one. Construct it with ``venv=None`` on ranks
+    other than 0.
 
     Example::
 
@@ -49,6 +51,8 @@ class Evaluator:
         self._seeds = list(seeds) if seeds is not None else None
         #: Rank 0: the last :meth:`evaluate_and_share` result (``evaluate``'s dict); None elsewhere.
         self.last_result: dict[str, Any] | None = None
+        #: Evaluation envs recreated after a crash so far (a guarded venv; 0 otherwise).
+        self.restarts = 0
 
     def evaluate(self) -> dict[str, Any]:
         """Greedy episodes on this process; returns ``mean_return, std_return, returns, lengths``."""
@@ -57,21 +61,29 @@ class Evaluator:
         n = self.venv.num_envs
         quota = np.array([self.n_episode // n + (i < self.n_episode % n) for i in range(n)])
         obs, _ = self.venv.reset(seed=self._seeds)
+        reset_state = getattr(self.policy, "reset_state", None)  # a recurrent policy (R2D2): its state per env
+        if reset_state is not None:
+            reset_state(None, eval=True)
         self._seeds = None  # later evaluations continue each env's RNG stream
         ep_return, ep_length = np.zeros(n), np.zeros(n, dtype=np.int64)
         returns: list[float] = []
         lengths: list[int] = []
         done_count = np.zeros(n, dtype=np.int64)
         while (done_count < quota).any():
-            obs, reward, terminated, truncated, _ = self.venv.step(self.policy.eval_action(obs))
+            obs, reward, terminated, truncated, info = self.venv.step(self.policy.eval_action(obs))
+            restarted = np.asarray(info.get("_env_restart", np.zeros(n, dtype=bool)), dtype=bool)
+            if reset_state is not None:
+                reset_state(terminated | truncated | restarted, eval=True)
             ep_return += reward
             ep_length += 1
+            ep_return[restarted], ep_length[restarted] = 0.0, 0  # the broken episode is dropped: a new one runs
             for i in np.flatnonzero(terminated | truncated):
                 if done_count[i] < quota[i]:
                     returns.append(float(ep_return[i]))
                     lengths.append(int(ep_length[i]))
                     done_count[i] += 1
                 ep_return[i], ep_length[i] = 0.0, 0
+        self.restarts = int(getattr(self.venv, "restarts", 0))
         return {
             "mean_return": float(np.mean(returns)),
             "std_return": float(np.std(returns)),

@@ -10,12 +10,15 @@ buffers once and a chunk is one ``isend``/``irecv`` of a flat ``uint8`` tensor (
   :meth:`~ExperienceSender.acquire` waits while every buffer is in flight: the actor blocks when its learner
   falls behind.
 - :class:`ExperienceReceiver` (learner): ``queue`` chunks per actor, one receiving thread per actor (gloo
-  point-to-point requests cannot be polled, so a thread waits on each). In ``block`` mode a thread stops
-  receiving while its actor's ``queue`` buffers are full (its actor then blocks; with ``queue=0`` a chunk
-  is received only when the learner asks for the next one, so the actor collects its following chunk with
-  the weights of that moment: the least lag that still overlaps collection and learning); in ``drop`` mode it
-  keeps receiving and drops the actor's oldest unconsumed chunk beyond ``queue`` (the actor never waits;
-  the drop is counted).
+  point-to-point requests cannot be polled, so a thread waits on each). Its receive is posted ahead: while
+  the learner learns, the actor's next chunk arrives into a preallocated buffer (:attr:`~ExperienceReceiver.ready`
+  counts those waiting), so the learner that finishes an update finds it there, and the actor's send completes
+  without waiting for the learner. In ``block`` mode a thread stops receiving while its actor's ``queue``
+  buffers are full (its actor then blocks once its own buffers are in flight); ``queue=0`` is the on-demand
+  mode: a chunk is received only when the learner asks for the next one, so the actor collects its following
+  chunk with the weights of that moment (the least lag; the learner then waits for each transfer). In
+  ``drop`` mode it keeps receiving and drops the actor's oldest unconsumed chunk beyond ``queue`` (the actor
+  never waits; the drop is counted).
 - :class:`ReplayShards`: one replay buffer per actor on a learner (each keeps its env slots in time order).
 
 Example::
@@ -57,10 +60,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # The wire format of a chunk's header, known to this module only: slots of ``meta`` (int64) ...
-_KIND, _ACTOR, _SEQ, _VERSION, _ENV_STEPS, _EPISODES, _CHECKSUM = range(7)
+_KIND, _ACTOR, _SEQ, _VERSION, _ENV_STEPS, _EPISODES, _CHECKSUM, _ENV_RESTARTS = range(8)
 N_META = 8
 # ... and of ``stats`` (float64): episode sums since the previous chunk, then the actor's cumulative timings.
-_RETURN_SUM, _LENGTH_SUM, _WALL_S, _WAIT_WEIGHTS_S, _WAIT_SEND_S = range(5)
+_RETURN_SUM, _LENGTH_SUM, _WALL_S, _WAIT_WEIGHTS_S, _WAIT_SEND_S, _EPSILON = range(6)
 N_STATS = 8
 # Chunk kinds: experience, and the actor's last message (it stops; nothing follows).
 _DATA, _LAST = 1, 2
@@ -156,7 +159,8 @@ class ChunkHeader:
     """What an actor says about a chunk: who sent it (``actor`` rank, its ``seq`` number), the policy
     ``version`` that collected it, the actor's total ``env_steps``, the ``episodes`` it finished since its
     previous chunk with their ``return_sum`` and ``length_sum``, and its cumulative timings (seconds since it
-    started, waiting for weights, waiting for its learner)."""
+    started, waiting for weights, waiting for its learner) and its collector envs recreated after a crash so far
+    (``env_restarts``), and the exploration ``epsilon`` it collected with (NaN: a policy without one)."""
 
     actor: int
     seq: int
@@ -168,6 +172,8 @@ class ChunkHeader:
     wall_s: float = 0.0
     wait_weights_s: float = 0.0
     wait_send_s: float = 0.0
+    env_restarts: int = 0
+    epsilon: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -248,6 +254,7 @@ class ExperienceSender:
         meta, stats = views["meta"], views["stats"]
         meta[_ACTOR], meta[_SEQ], meta[_VERSION] = header.actor, header.seq, header.version
         meta[_ENV_STEPS], meta[_EPISODES] = header.env_steps, header.episodes
+        meta[_ENV_RESTARTS], stats[_EPSILON] = header.env_restarts, header.epsilon
         stats[_RETURN_SUM], stats[_LENGTH_SUM] = header.return_sum, header.length_sum
         stats[_WALL_S], stats[_WAIT_WEIGHTS_S], stats[_WAIT_SEND_S] = (
             header.wall_s, header.wait_weights_s, header.wait_send_s,
@@ -314,6 +321,31 @@ class ExperienceReceiver:
         ]
         for t in self._threads:
             t.start()
+
+    @property
+    def ready(self) -> int:
+        """Chunks received and waiting for :meth:`next` (all actors)."""
+        with self._cv:
+            return len(self._ready)
+
+    def wait_ready(self, n: int = 1, timeout: float | None = None) -> bool:
+        """Wait until at least ``n`` chunks are received and waiting (true), or ``timeout`` seconds (false);
+        false at once when no actor can send any more.
+
+        Example::
+
+            receiver.wait_ready(1, timeout=30)  # the next chunk arrived while the learner was busy
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while len(self._ready) < n:
+                if all(a in self.lost or a in self.finished for a in self._buffers):
+                    return False
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cv.wait(0.5 if left is None else min(left, 0.5))
+            return True
 
     @property
     def live_actors(self) -> list[int]:
@@ -402,6 +434,8 @@ class ExperienceReceiver:
             wall_s=stats[_WALL_S],
             wait_weights_s=stats[_WAIT_WEIGHTS_S],
             wait_send_s=stats[_WAIT_SEND_S],
+            env_restarts=meta[_ENV_RESTARTS],
+            epsilon=stats[_EPSILON],
             slot=slot,
             queue_depth=depth,
             rollout=rollout,
@@ -463,7 +497,7 @@ class ReplayShards:
 
     def __init__(self, shards: Mapping[int, ReplayBuffer | PrioritizedReplayBuffer]) -> None:
         self.shards = dict(shards)
-        kinds = {isinstance(b, PrioritizedReplayBuffer) for b in self.shards.values()}
+        kinds = {bool(getattr(b, "prioritized", False)) for b in self.shards.values()}  # also sequence replay
         if len(kinds) > 1:
             raise ValueError("replay shards must be all prioritized or all uniform")
         self.prioritized = kinds == {True}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -96,6 +97,7 @@ def test_dqn_file_gets_di_engine_meaning():
         "step_cost_ms": 0.0,
         "max_restarts": 5,  # crashed collector envs are recreated (ding_dist's own default)
         "restart_window_s": 300.0,
+        "sample_groups": 1,  # one group of envs: no double-buffered sampling (ding_dist's own default)
     }
     ours = {"env": {"type": "gymnasium"}, "env_manager": {"type": "sync"}, "policy": {"type": "dqn"}}
     assert cfg.create_config == ours
@@ -187,6 +189,29 @@ def test_sac_file_gets_di_engine_meaning():
     assert p.eval.eval_freq == 504  # ceil(250 / 4) = 63 collects x 8 env steps
 
 
+def test_r2d2_file_gets_di_engine_meaning():
+    cfg = load_config(FILES / "cartpole_r2d2_ding_config.py")
+    p = cfg.policy
+    assert (cfg.env.id, cfg.create_config.policy.type, p.device) == ("CartPole-v0", "r2d2", "cpu")
+    assert dict(p.sequence) == {"seq_len": 42, "burnin": 2, "overlap": 0}  # burnin_step + learn_unroll_len
+    assert dict(p.model) == {"hidden_sizes": [128, 128, 64], "lstm_size": 64, "dueling": True, "activation": "relu"}
+    assert (p.discount_factor, p.nstep, p.value_rescale_eps, p.priority, p.priority_IS_weight) == (
+        0.995, 5, 0.01, False, False)  # fmt: skip
+    assert (p.learn.learning_rate, p.learn.update_per_collect, p.learn.batch_size) == (0.0005, 5, 64)
+    assert (p.learn.target_theta, p.learn.loss, p.learn.double) == (0.001, "mse", True)
+    # 32 sequences of 42 steps per collect; a replay of 100000 sequences; training once it holds a batch of them
+    assert (p.collect.n_sample, p.other.replay_buffer.replay_buffer_size) == (32 * 42, 100000 * 42)
+    assert (p.learn.learning_starts, p.other.replay_buffer.type) == (64 * 42, "sequence")
+    assert p.eval.eval_freq == 6 * 1344  # eval_freq=30 train iterations at 5 per collect
+    assert dict(p.other.eps) == {"type": "exp", "start": 0.95, "end": 0.05, "decay": 10000}
+    from ding_dist.entry.experiment import build_policy
+    from ding_dist.envs import make_env
+    from ding_dist.policy.r2d2 import R2D2Policy
+
+    env = make_env(cfg.env.id)  # the policy builds on the env's spaces
+    assert isinstance(build_policy(cfg, env.observation_space, env.action_space, device="cpu"), R2D2Policy)
+
+
 def test_ddp_file_runs_where_there_is_no_gpu():
     cfg = load_config(DDP)
     assert (cfg.policy.device, cfg.create_config.env_manager.type) == ("auto", "async")
@@ -255,8 +280,8 @@ def test_report_only_on_rank_zero(capsys, monkeypatch):
         ),
         (
             _dqn_main(),
-            {**CREATE_DQN, "policy": {"type": "ppo_offpolicy"}},
-            "'create_config.policy.type' = 'ppo_offpolicy' cannot be honoured: ding_dist has the policies ['",
+            {**CREATE_DQN, "policy": {"type": "dt"}},  # DI-engine's decision transformer: offline, not here
+            "'create_config.policy.type' = 'dt' cannot be honoured: ding_dist has the policies ['",
         ),
         (
             _dqn_main(),
@@ -363,3 +388,73 @@ def test_benchmark_says_so_when_di_engine_is_missing(tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "DI-engine is not installed in" in done.stderr and "nothing measured" in done.stderr
+
+
+def test_ppo_offpolicy_file_gets_di_engine_meaning():
+    cfg = load_config(FILES / "cartpole_ppo_offpolicy_config.py")
+    p = cfg.policy
+    assert (cfg.env.id, cfg.env.stop_value, cfg.create_config.policy.type) == ("CartPole-v0", 195, "ppo_offpolicy")
+    assert (p.model.hidden_sizes, p.model.activation) == ([64, 64, 128, 128], "relu")
+    assert (p.learn.update_per_collect, p.learn.batch_size, p.learn.learning_rate) == (6, 64, 0.001)
+    assert (p.learn.clip_ratio, p.learn.value_clip_ratio, p.learn.adv_norm) == (0.2, 0.2, False)
+    assert p.learn.grad_clip_norm == 0.5
+    assert (p.learn.value_weight, p.learn.entropy_weight) == (0.5, 0.01)
+    assert (p.collect.n_sample, p.collect.discount_factor, p.collect.gae_lambda) == (128, 0.9, 0.95)
+    assert p.other.replay_buffer.replay_buffer_size == 5000
+    assert p.eval.eval_freq == 896  # 40 train iters at 6 per collect: ceil(40 / 6) = 7 collects of 128 env steps
+
+
+def test_rainbow_file_trains_once_the_buffer_holds_a_batch():
+    # DI-engine 0.5.3's RainbowDQNPolicy has no random_collect_size (it is commented out), so its serial pipeline
+    # collects nothing at random and trains on the first collect that fills a batch
+    p = load_config(FILES / "cartpole_rainbow_ding_config.py").policy
+    assert (p.learn.learning_starts, p.learn.batch_size, p.collect.n_sample) == (64, 64, 80)
+
+
+def test_ppg_file_gets_di_engine_meaning():
+    cfg = load_config(FILES / "cartpole_ppg_config.py")
+    p = cfg.policy
+    assert (cfg.env.id, cfg.env.stop_value, cfg.create_config.policy.type) == ("CartPole-v0", 195, "ppg_offpolicy")
+    assert (p.model.hidden_sizes, p.model.activation) == ([64, 64, 128, 128], "relu")
+    assert (p.learn.update_per_collect, p.learn.batch_size, p.learn.clip_ratio) == (5, 64, 0.2)
+    assert p.learn.grad_clip_norm is None
+    assert (p.learn.aux_freq, p.learn.aux_train_epoch, p.learn.aux_bc_weight) == (5, 6, 1.0)
+    rings = p.other.replay_buffer
+    assert (rings.policy.replay_buffer_size, rings.value.replay_buffer_size) == (100, 1000)
+    assert p.eval.eval_freq == 1024  # 40 train iters at 5 per collect: 8 collects of 128 env steps
+
+
+def test_acer_file_gets_di_engine_meaning():
+    cfg = load_config(FILES / "cartpole_acer_config.py")
+    p = cfg.policy
+    assert (cfg.env.id, cfg.env.stop_value, cfg.create_config.policy.type) == ("CartPole-v0", 195, "acer")
+    assert (p.model.hidden_sizes, p.model.activation) == ([64, 64, 64], "relu")
+    assert (p.learn.unroll_len, p.learn.update_per_collect, p.learn.batch_size) == (32, 4, 16)
+    assert (p.learn.learning_rate_actor, p.learn.learning_rate_critic, p.learn.entropy_weight) == (5e-4, 5e-4, 0.0)
+    assert (p.learn.trust_region, p.learn.trust_region_value, p.learn.c_clip_ratio) == (True, 1.0, 10)
+    assert (p.learn.discount_factor, p.learn.target_theta) == (0.9, 0.01)
+    assert p.collect.n_sample == 512  # 16 trajectories of 32 steps: 2 chunks per env of its 8
+    assert p.other.replay_buffer.replay_buffer_size == 10000
+    assert p.eval.eval_freq == 25600  # 200 train iters at 4 per collect: 50 collects of 512 env steps
+
+
+def test_benchmark_reads_di_engines_env_steps_from_its_result_pickle(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("bench_vs_ding", REPO / "benchmarks" / "bench_vs_ding.py")
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_vs_ding", bench)  # its dataclass looks its module up
+    spec.loader.exec_module(bench)
+    assert bench.ding_env_steps(Path(sys.executable), tmp_path) is None  # no result.pkl: a run cut short
+    (tmp_path / "cartpole_a2c_seed0").mkdir()
+    (tmp_path / "cartpole_a2c_seed0" / "result.pkl").write_bytes(pickle.dumps({"stop": True, "env_step": 5688}))
+    assert bench.ding_env_steps(Path(sys.executable), tmp_path) == 5688
+
+
+def test_pendulum_files_of_0_5_3_get_their_activation_and_ignore_what_di_engine_never_reads(tmp_path):
+    ppo = load_config(FILES / "pendulum_ppo_ding_config.py").policy
+    assert (ppo.model.activation, ppo.model.hidden_sizes) == ("tanh", [64, 64])  # nn.Tanh() in the file
+    a2c = load_config(FILES / "pendulum_a2c_ding_config.py")
+    assert (a2c.create_config.policy.type, a2c.policy.collect.n_sample) == ("a2c", 200)  # epoch_per_collect unread
+    text = (FILES / "pendulum_ppo_ding_config.py").read_text().replace("nn.Tanh()", "nn.Sigmoid()")
+    (tmp_path / "sigmoid_config.py").write_text(text)
+    with pytest.raises(ConfigError, match=r"'policy.model.activation' = Sigmoid\(\) cannot be honoured .* nn.Tanh\(\)"):
+        load_config(tmp_path / "sigmoid_config.py")

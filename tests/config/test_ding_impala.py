@@ -42,3 +42,16 @@ def test_what_impala_cannot_honour_is_refused(key, value, message):
 def test_di_engine_impala_file_trains(tmp_path):
     result = pipeline.train(str(DING_IMPALA), max_env_steps=512, exp_dir=tmp_path / "r")
     assert (result["env_steps"], result["train_iters"]) == (512, 2 * 4)  # 2 rollouts of 256, 4 passes each
+
+
+def test_di_engine_0_5_3_layout_names_the_horizon_at_the_policy_top(tmp_path):
+    """DI-engine 0.5.3's file sets ``policy.unroll_len=8`` (no collect/learn unroll_len): the same horizon here."""
+    text = DING_IMPALA.read_text()
+    edits = (("            unroll_len=32,\n", ""), ("        nstep=1,\n", "        nstep=1,\n        unroll_len=8,\n"))
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new)
+    (tmp_path / "impala_053_config.py").write_text(text)
+    p = load_config(tmp_path / "impala_053_config.py").policy
+    # unroll_len 8 on each of the 8 envs; each step used 4 x 16 / 16 = 4 times; minibatches of 16 x 8 steps
+    assert (p.collect.n_sample, p.learn.epoch_per_collect, p.learn.batch_size) == (64, 4, 64)

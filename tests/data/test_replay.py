@@ -126,3 +126,25 @@ def test_extend_adds_every_rollout_row():
     }
     buf.extend(rollout)
     assert len(buf) == 10
+
+
+@pytest.mark.parametrize("wrapped", [False, True])  # True: the ring is full and its newest row is not the last
+def test_cut_streams_stops_n_step_returns_at_a_resume(wrapped):
+    buf = ReplayBuffer(8, obs_shape=(1,), num_envs=2, n_step=3, gamma=0.5, seed=0)  # 4 rows of 2 slots
+    one = lambda x: np.array([[x], [x + 10]], dtype=np.float32)  # noqa: E731
+    rows = 6 if wrapped else 2
+    for t in range(rows):  # env 1's newest step terminates; env 0's episode goes on
+        buf.add(one(t), [0, 0], [1.0, 1.0], one(t + 0.5), [False, t == rows - 1], [False, False])
+    buf.cut_streams()
+    # after the resume, the reset envs' first steps: a reward that no earlier transition may sum
+    buf.add(one(100), [0, 0], [64.0, 64.0], one(100.5), [False, False], [False, False])
+    batch = buf.sample(400)
+    by_start = {
+        float(o): (r.item(), d.item(), float(n))
+        for o, r, d, n in zip(batch["obs"][:, 0], batch["reward"], batch["discount"], batch["next_obs"][:, 0])
+    }
+    last = rows - 1
+    assert by_start[last] == (1.0, 0.5, last + 0.5)  # cut: truncated, bootstrapped from its own next_obs
+    assert by_start[last - 1] == (1.5, 0.25, last + 0.5)  # stops at the cut, two steps
+    assert by_start[last + 10] == (1.0, 0.0, last + 10.5)  # terminated stays terminated (no bootstrap)
+    assert by_start[100] == (64.0, 0.5, 100.5)

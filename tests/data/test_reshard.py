@@ -107,3 +107,92 @@ def test_a_prioritized_replay_is_resharded_with_every_transition_at_the_largest_
     assert np.count_nonzero(leaves) == len(new) and set(leaves[leaves > 0].tolist()) == {3.0**0.5}
     batch, weights, index = new.sample(16)
     assert np.array_equal(weights.numpy(), np.ones(16, np.float32)) and index.max() < len(new)
+
+
+def _hashes(states: list[dict]) -> Counter:
+    """Every stored transition of plain or prioritized states, its truncated flag left out (regrouping marks the
+    cuts), with its priority leaf when there is one."""
+    found: Counter = Counter()
+    for state in states:
+        s = state.get("storage", state)
+        leaves = np.asarray(state["priorities"]).reshape(s["shape"][0], s["shape"][1]) if "storage" in state else None
+        for row in range(s["rows"]):
+            for slot in range(s["shape"][1]):
+                fields = [np.asarray(v[row, slot]).tobytes() for k, v in sorted(s["data"].items()) if k != "truncated"]
+                if leaves is not None:
+                    fields.append(leaves[row, slot].tobytes())
+                found[hashlib.sha256(b"".join(fields)).hexdigest()] += 1
+    return found
+
+
+def _shards(steps: list[int], envs: int = 4, capacity: int = 80) -> list[ReplayBuffer]:
+    """Actor shards of an actor-learner run, each filled for its own number of steps (not in lock step)."""
+    out = []
+    for i, n in enumerate(steps):
+        b = ReplayBuffer(capacity, (2,), num_envs=envs, seed=0)
+        for t in range(n):
+            g = 100 * i + np.arange(envs)
+            obs = np.stack([g, np.full(envs, t)], axis=1).astype(np.float32)
+            b.add(obs, g % 3, (g + t).astype(np.float32), obs + 0.5, (t + g) % 7 == 0, np.zeros(envs, bool))
+        out.append(b)
+    return out
+
+
+@pytest.mark.parametrize(
+    "old, targets, lock_step",
+    [
+        ("dp2", [(8, 20)], False),  # 2 data-parallel ranks -> 1 learner, 1 actor of all 8 envs
+        ("dp2", [(4, 40), (4, 40)], False),  # -> 1 or 2 learners with 2 actors of 4 envs each
+        ("dp4", [(8, 20), (8, 20), (8, 20)], False),  # -> 3 actors of 8 envs: each old slot cut over columns
+        ("al", [(4, 20), (4, 20)], True),  # 2 actor shards of 4 envs (11 and 5 rows) -> 2 data-parallel ranks
+        ("al", [(8, 20)], True),  # -> 1 process
+    ],
+)
+def test_regrouped_between_the_modes_every_transition_is_kept_once(old, targets, lock_step):
+    from ding_dist.data.reshard import regroup_states
+
+    before = {"dp2": lambda: _run(2, 7), "dp4": lambda: _run(4, 30), "al": lambda: _shards([11, 5])}[old]()
+    states = [b.state_dict() for b in before]
+    after = [regroup_states(states, targets, k, lock_step=lock_step) for k in range(len(targets))]
+    assert sum(s["rows"] * s["shape"][1] for s in after) == sum(len(b) for b in before)
+    assert _hashes(after) == _hashes(states)  # nothing dropped, nothing duplicated
+    if lock_step:
+        assert len({s["rows"] for s in after}) == 1
+    for s in after:  # each column's newest row is marked truncated (new envs follow it), or it terminated
+        assert (s["data"]["truncated"][s["rows"] - 1] | s["data"]["terminated"][s["rows"] - 1]).all()
+        b = ReplayBuffer(s["shape"][0] * s["shape"][1], (2,), num_envs=s["shape"][1], seed=1)
+        b.load_state_dict(s)
+        assert len(b.sample(8)["obs"]) == 8
+    # Each new column holds old slots' stretches in time order, and a cut between two old slots is truncated.
+    seams = 0
+    for s in after:
+        d = s["data"]
+        steps, owner = d["obs"][: s["rows"], :, 1], d["obs"][: s["rows"], :, 0]
+        same = owner[1:] == owner[:-1]
+        assert (steps[1:][same] == steps[:-1][same] + 1).all()
+        assert (d["truncated"][:-1][~same] | d["terminated"][:-1][~same]).all()
+        seams += int((~same).sum())
+    # dp2: columns of 7 rows = the old slots; dp4: old slots of 20 in columns of 7, 7, 6 rows: 7 of its 7 inner
+    # ends fall inside a column; al: slots of 11 and 5 rows in columns of 8: 7 of 7.
+    assert seams == {"dp2": 0, "dp4": 7, "al": 7}[old]
+
+
+def test_regrouping_drops_only_what_cannot_fit_oldest_first_and_keeps_priorities():
+    from ding_dist.data.prioritized import PrioritizedReplayBuffer
+    from ding_dist.data.reshard import regroup_states
+
+    shards = []
+    for i, steps in enumerate((11, 6)):  # 44 + 24 = 68 transitions: 2 lock-step ranks of 4 slots take 64
+        p = PrioritizedReplayBuffer(ReplayBuffer(80, (2,), num_envs=4, seed=0), alpha=0.5)
+        p.add(_shards([steps])[0].state_dict()["data"], priority=np.arange(steps * 4).reshape(steps, 4) + i)
+        p.draws = 7 + i
+        shards.append(p.state_dict())
+    after = [regroup_states(shards, [(4, 40), (4, 40)], k, lock_step=True) for k in range(2)]
+    assert [a["storage"]["rows"] for a in after] == [8, 8] and after[1]["draws"] == 8
+    dropped = _hashes(shards) - _hashes(after)
+    assert sum(dropped.values()) == 4 and not _hashes(after) - _hashes(shards)
+    kept_steps = after[0]["storage"]["data"]["obs"][:, :, 1]
+    assert kept_steps.min() == 1  # the longest slot (11 steps) gave up its oldest step 0, nothing newer
+    new = PrioritizedReplayBuffer(ReplayBuffer(160, (2,), num_envs=4, seed=0), alpha=0.5)
+    new.load_state_dict(after[0])
+    assert len(new) == 32 and new.tree.total == pytest.approx(after[0]["priorities"].sum())

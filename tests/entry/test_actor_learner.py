@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from ding_dist.comm import DeadRankError, LaunchError, get_rank, launch
 from ding_dist.entry import pipeline
@@ -28,10 +29,8 @@ AL_KEYS = (
     "queue/depth",
     "actors/env_steps_per_s",
     "learner/updates_per_s",
-    "learner/wait_data_s",
-    "actors/wait_weights_s",
-    "actors/wait_learner_s",
 )
+WAIT_KEYS = ("wait/data_s", "wait/weights_s", "wait/learner_s", "idle/learner", "idle/actor")
 
 
 def _al(cfg, actors: int, learners: int = 1, **keys):
@@ -82,9 +81,16 @@ def test_one_actor_one_learner_counts_logs_and_resumes_like_one_process(run_rank
     records = [r for r in read_metrics(tmp_path / "tb" / "metrics.jsonl") if "time/fps" in r]
     assert [r["step"] for r in records] == [256, 512, 768, 1024, 1280, 1536, 1792, 2048]
     for record in records:
-        assert all(k in record for k in AL_KEYS), sorted(record)
+        assert all(k in record for k in AL_KEYS + WAIT_KEYS), sorted(record)
         assert record["actors/env_steps_per_s"] == record["actors/env_steps_per_s/rank1"] > 0
         assert record["lag/max"] <= 8 and record["lag/dropped"] == 0
+        assert 0 <= record["idle/learner"] <= 1 and 0 <= record["idle/actor"] <= 1
+    assert records[0]["wait/weights_s"] > 0  # the actor's wait for the first weights, in the first interval
+    # The waits reach TensorBoard (what `ding-dist plot --keys wait/data_s,idle/actor` reads).
+    events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0})
+    events.Reload()
+    assert set(WAIT_KEYS) <= set(events.Tags()["scalars"]), events.Tags()["scalars"]
+    assert len(events.Scalars("idle/learner")) == len(records)
     assert json.loads((tmp_path / "result.json").read_text())["env_steps"] == 2048
 
 

@@ -99,3 +99,13 @@ def test_an_experiment_folder_that_cannot_be_written_is_one_line(tmp_path, capsy
             err = _error_line(capsys, argv)
             assert err.startswith(f"ding-dist: error: --exp-dir '{exp_dir}' cannot be written ("), err
             assert why in err and err.rstrip().endswith("; choose another folder")
+
+
+def test_sample_groups_that_do_not_divide_each_ranks_envs(tmp_path, capsys):
+    argv = ["train", str(CONFIGS / "cartpole_ppo_config.py"), "--exp-dir", str(tmp_path / "run"), "--set"]
+    err = _error_line(capsys, [*argv, "env.sample_groups=3"])
+    assert "env.sample_groups=3 must divide the collector envs of each rank (8)" in err
+    err = _error_line(capsys, ["train", str(CONFIGS / "cartpole_ppo_config.py"), "--nproc", "2", "--exp-dir",
+                               str(tmp_path / "run"), "--set", "env.sample_groups=8"])  # fmt: skip
+    assert "env.sample_groups=8 must divide the collector envs of each rank (4)" in err
+    assert not (tmp_path / "run").exists()

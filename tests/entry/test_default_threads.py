@@ -38,3 +38,31 @@ def test_omp_num_threads_wins(monkeypatch):
     assert torch.get_num_threads() == 3
     default_threads(IMAGE)
     assert torch.get_num_threads() == 3
+
+
+def test_actor_learner_roles_share_the_cores_and_take_their_config(monkeypatch):
+    from ding_dist.config import ConfigError
+    from ding_dist.entry.experiment import OMP_DEFAULTED_ENV
+    from ding_dist.entry.roles import Roles, check_actor_learner_config, role_threads
+
+    one_one, two_one = Roles(learners=1, actors=1), Roles(learners=1, actors=2)
+    # One host of 8 cores: a learner's CNN takes the cores the actors leave, an actor takes 1.
+    assert role_threads({}, one_one, 0, cores=8, local_world=2) == {"threads": None, "image_threads": 7}
+    assert role_threads({"actor_threads": 2}, two_one, 0, cores=8, local_world=3)["image_threads"] == 4
+    assert role_threads({}, two_one, 2, cores=8, local_world=3) == {"threads": None, "image_threads": 1}
+    assert role_threads({}, two_one, 0, cores=8, local_world=1)["image_threads"] is None  # another host's roles
+    assert role_threads({"learner_threads": 5}, one_one, 0, cores=8, local_world=2)["threads"] == 5
+    # On 4 cores (the fixture) under the launcher's default OMP_NUM_THREADS=1: the learner takes 3 ...
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv(OMP_DEFAULTED_ENV, "1")
+    default_threads(IMAGE, **role_threads({}, one_one, 0, cores=4, local_world=2))
+    assert torch.get_num_threads() == 3
+    default_threads(VECTOR, **role_threads({}, one_one, 0, cores=4, local_world=2))  # vectors: one
+    assert torch.get_num_threads() == 1
+    monkeypatch.delenv(OMP_DEFAULTED_ENV)  # ... an OMP_NUM_THREADS you set wins over "auto" ...
+    default_threads(IMAGE, **role_threads({}, one_one, 0, cores=4, local_world=2))
+    assert torch.get_num_threads() == 1
+    default_threads(VECTOR, **role_threads({"learner_threads": 2}, one_one, 0, cores=4, local_world=2))
+    assert torch.get_num_threads() == 2  # ... and a number in the config over both
+    with pytest.raises(ConfigError, match="'actor_learner.learner_threads' must be \"auto\" or an int >= 1"):
+        check_actor_learner_config({"learner_threads": 0})

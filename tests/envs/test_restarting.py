@@ -145,3 +145,65 @@ def test_a_run_with_crashing_envs_goes_on_and_logs_env_restarts(tmp_path):
     # step fills the crashed row)
     records = [r for r in read_metrics(tmp_path / "tb" / "metrics.jsonl") if "env/restarts" in r]
     assert [(r["step"], r["env/restarts"]) for r in records] == [(128, 6), (256, 14)]
+
+
+class Guarded:
+    """Counting env 0 crashes on the 5th step of each instance's life, mid-way through its second 3-step episode."""
+
+    @staticmethod
+    def venv() -> RestartingVectorEnv:
+        fns = [functools.partial(Counting, length=3, fail_at=5), functools.partial(Counting, length=3)]
+        return RestartingVectorEnv(fns, "sync", max_restarts=3, restart_window_s=60, role="evaluator")
+
+
+class ZeroEval:
+    def eval_action(self, obs):
+        return np.zeros(len(obs), dtype=np.int64)
+
+
+def test_a_crashing_evaluation_env_is_recreated_and_its_episode_not_counted():
+    from ding_dist.worker import Evaluator
+
+    venv = Guarded.venv()
+    ev = Evaluator(venv, ZeroEval(), n_episode=6, seeds=[0, 1])
+    result = ev.evaluate()
+    # env 0: each instance runs one 3-step episode, then a broken one (step 4, crash at 5), dropped: 2 restarts
+    assert result["returns"] == [3.0] * 6 and result["lengths"] == [3] * 6 and ev.restarts == venv.restarts == 2
+    venv.close()
+    venv = Guarded.venv()
+    venv.max_restarts = 0  # the same limit as collector envs: one error naming the evaluation env
+    with pytest.raises(EnvCrashError, match=r"evaluator env 0 of rank 0 crashed 1 times"):
+        Evaluator(venv, ZeroEval(), n_episode=6, seeds=[0, 1]).evaluate()
+    venv.close()
+
+
+def _crashing_actor_learner(exp_dir: str) -> dict:
+    from ding_dist.config import read_config
+    from ding_dist.entry import train
+
+    main, create = read_config(f"{CONFIGS}/cartpole_apex_dqn_config.py")  # prioritized, the epsilon ladder
+    main.env.update(id=None, entry_point=f"{__name__}:crashing_cartpole", env_kwargs={"fail_at": 17},
+                    max_episode_steps=10, collector_env_num=2, evaluator_env_num=1, n_evaluator_episode=3,
+                    max_restarts=100)  # fmt: skip
+    main.policy.model.hidden_sizes = [16]
+    main.policy.learn.update(update_per_collect=1, learning_starts=64, batch_size=16)
+    main.policy.collect.n_sample = 32
+    main.policy.other.update(log_freq=64)
+    main.actor_learner = dict(actors=1, learners=1)
+    return train((main, create), seed=0, exp_dir=exp_dir, max_env_steps=128)
+
+
+def test_an_apex_run_logs_its_actors_env_restarts_and_replay_and_guards_its_evaluation_envs(run_ranks, tmp_path):
+    from ding_dist.utils import read_metrics
+
+    learner, actor = run_ranks(_crashing_actor_learner, 2, str(tmp_path))
+    # the final evaluation's 3 episodes of at most 10 steps pass the eval env's 17th step: it crashed, was recreated
+    assert (learner["env_steps"], learner["stopped_by"], actor["role"]) == (128, "max_env_steps", "actor")
+    # the actor's 2 envs crash at rows 16, 32, 48 (as one process): its count travels in the chunk headers
+    records = [r for r in read_metrics(tmp_path / "tb" / "metrics.jsonl") if "env/restarts" in r]
+    assert [(r["step"], r["env/restarts"]) for r in records] == [(64, 2), (128, 6)]
+    # Ape-X's view: the one actor's epsilon (the ladder's base), the replay, its priorities and sampled ages
+    assert [(r["replay/size"], r["actors/epsilon/rank1"]) for r in records] == [(64, 0.4), (128, 0.4)]
+    for r in records:
+        assert 0 < r["replay/priority_mean"] <= r["replay/priority_max"] and 0 <= r["replay/sample_age"] < 128
+        assert 0 <= r["lag/mean"] <= r["lag/max"]

@@ -1,6 +1,6 @@
-"""World-size invariance of the actor-critic policies (TD3, DDPG, A2C, PG, PPO-PG): 2 ranks, each learning on its
-share of the same global data with the per-rank config ``split_config`` gives it, apply the update one process
-applies to the whole. All policies in one launch."""
+"""World-size invariance of the actor-critic policies (TD3, DDPG, A2C, PG, PPO-PG; off-policy PPO, PPG and ACER from
+``replay_cases.py``): 2 ranks, each learning on its share of the same global data with the per-rank config
+``split_config`` gives it, apply the update one process applies to the whole. All policies in one launch."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ding_dist.policy.ddpg import DDPGPolicy
 from ding_dist.policy.pg import PGPolicy
 from ding_dist.policy.ppo_pg import PPOPGPolicy
 from ding_dist.policy.td3 import TD3Policy
+from tests.policy import replay_cases  # off-policy PPO, PPG, ACER: their cases join this launch
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,))
 BOX = gym.spaces.Box(-2.0, 2.0, (2,))
@@ -106,6 +107,7 @@ def _all_updates() -> dict:
         "pg": _rollout_updates(PGPolicy, n_episode=6),
         # one global minibatch of every sample (at most 3 * 32 = 96), 2 epochs: the update of one process exactly
         "ppo_pg": _rollout_updates(PPOPGPolicy, learn=dict(batch_size=128, epoch_per_collect=2), n_episode=6),
+        **replay_cases.all_updates(),
     }
 
 
@@ -118,6 +120,8 @@ def test_two_ranks_apply_the_update_of_one_process(run_ranks):
     assert whole["pg"][0][0] == N_ENVS and split[0]["pg"][0][0] == split[1]["pg"][0][0] == N_ENVS // 2
     assert split[0]["pg"][0][1] == split[1]["pg"][0][1] == whole["pg"][0][1] == 2  # steps at the same rollouts
     assert split[0]["ppo_pg"][0][1] == split[1]["ppo_pg"][0][1] == whole["ppo_pg"][0][1] == 4  # 2 x 2 epochs
+    for key in ("ppo_offpolicy", "ppg_offpolicy", "acer"):
+        assert whole[key][0] == replay_cases.BATCH and split[0][key][0] == split[1][key][0] == replay_cases.BATCH // 2
     for key, (_, params) in whole.items():
         np.testing.assert_array_equal(split[0][key][1], split[1][key][1], err_msg=key)
         np.testing.assert_allclose(split[0][key][1], params, rtol=1e-5, atol=1e-6, err_msg=key)

@@ -78,7 +78,8 @@ def test_di_engine_cartpole_rainbow_file_gets_di_engines_meaning():
     p = cfg.policy
     assert (cfg.create_config.policy.type, p.model.n_atom, p.model.hidden_sizes) == ("rainbow", 51, [128, 128, 64])
     assert (p.discount_factor, p.nstep, p.learn.update_per_collect, p.learn.target_update_freq) == (0.97, 3, 3, 100)
-    assert (p.learn.learning_starts, p.other.eps.start, p.other.eps.end) == (2000, 0.95, 0.1)  # the file's eps
+    # learning_starts: a batch (DI-engine 0.5.3's Rainbow has no random_collect_size); the file's eps
+    assert (p.learn.learning_starts, p.other.eps.start, p.other.eps.end) == (64, 0.95, 0.1)
     assert (p.priority, p.priority_IS_weight, p.other.replay_buffer.alpha) == (True, True, 0.6)  # DI-engine's
     shipped = load_config(REPO / "configs" / "cartpole_rainbow_config.py")
     assert (shipped.create_config.policy.type, shipped.policy.nstep) == ("rainbow", 3)

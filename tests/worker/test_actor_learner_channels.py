@@ -108,11 +108,14 @@ def _learner_that_does_not_consume(mode: str):
         while mode == "drop" and receiver.dropped < CHUNKS - 1 and time.monotonic() < deadline:
             time.sleep(0.01)  # the actor sends everything; the receiving thread keeps only the newest
         time.sleep(0.0 if mode == "drop" else 2.0)  # the actor meanwhile blocks
+        # Received ahead: the chunk is in the learner's buffer before next() asks (on demand: not yet).
+        ready = [receiver.ready if mode == "on_demand" else int(receiver.wait_ready(1, timeout=30))]
         first = receiver.next(timeout=30)
         seq, dropped = first.seq, receiver.dropped
-        receiver.release(first)
+        receiver.release(first)  # ... and the following one arrives while the learner is busy (learning)
+        ready.append(receiver.ready if mode == "on_demand" else int(receiver.wait_ready(1, timeout=30)))
         receiver.drain()
-        return seq, dropped, receiver.join(30)
+        return seq, dropped, ready, receiver.join(30)
     sender = ExperienceSender(layout, 0, groups.experience[1], buffers=1)
     stop, acquired = threading.Event(), 0
     timer = threading.Timer(1.0, stop.set)
@@ -130,14 +133,14 @@ def _learner_that_does_not_consume(mode: str):
 
 @pytest.mark.parametrize("mode", ["block", "on_demand", "drop"])
 def test_a_full_learner_blocks_its_actor_or_keeps_only_the_newest_chunk(run_ranks, mode):
-    (seq, dropped, left), acquired = run_ranks(_learner_that_does_not_consume, 2, mode)
+    (seq, dropped, ready, left), acquired = run_ranks(_learner_that_does_not_consume, 2, mode)
     assert left == []
     if mode == "block":  # one chunk in the learner's buffer, one in the actor's: the third waits
-        assert (acquired, seq, dropped) == (2, 0, 0)
+        assert (acquired, seq, dropped, ready) == (2, 0, 0, [1, 1])
     elif mode == "on_demand":  # queue 0: nothing is received before the learner asks, the second chunk waits
-        assert (acquired, seq, dropped) == (1, 0, 0)
+        assert (acquired, seq, dropped, ready) == (1, 0, 0, [0, 0])
     else:  # the actor never waits; the learner overwrote each unconsumed chunk with the next one
-        assert (acquired, seq, dropped) == (CHUNKS, CHUNKS - 1, CHUNKS - 1)
+        assert (acquired, seq, dropped, ready) == (CHUNKS, CHUNKS - 1, CHUNKS - 1, [1, 0])
 
 
 class _Net:

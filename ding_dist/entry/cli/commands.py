@@ -197,6 +197,7 @@ def _compile_and_try(config: Path, args: argparse.Namespace) -> Any:
     torch.set_num_threads(1)
     cfg = _compile(config, args)
     env = cfg.env
+    _check_sample_groups(cfg, 1)
     what = f"entry_point {env.get('entry_point')!r}" if env.get("entry_point") else f"env.id {env.get('id')!r}"
     try:
         made = make_env(
@@ -451,6 +452,17 @@ def _check_wandb() -> str:
     return "1"
 
 
+def _check_sample_groups(cfg: Any, parts: int) -> None:
+    """``env.sample_groups`` must divide each rank's collector envs (``collector_env_num / parts``): one line."""
+    from ding_dist.envs.grouped import sample_groups_error
+
+    envs = cfg.env.get("collector_env_num")
+    if isinstance(envs, int) and envs % parts == 0:
+        error = sample_groups_error(cfg.env.get("sample_groups", 1), envs // parts)
+        if error:
+            raise UsageError(error)
+
+
 def _check_local_world(cfg: Any, nproc: int) -> None:
     """Before starting ``nproc`` local processes: refuse global sizes they cannot share evenly (the learners of
     an actor-learner run), and warn once when they outnumber the CPU cores."""
@@ -460,6 +472,7 @@ def _check_local_world(cfg: Any, nproc: int) -> None:
     errors = split_errors(cfg, al.learners, "--learners") if al.actors else split_errors(cfg, nproc)
     if errors:
         raise UsageError("; ".join(errors))
+    _check_sample_groups(cfg, al.learners if al.actors else nproc)
     from ding_dist.entry.experiment import cpu_cores
 
     cores = cpu_cores()

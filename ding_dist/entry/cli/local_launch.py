@@ -161,6 +161,8 @@ def launch_local(nproc: int, max_restarts: int, child_argv: list[str], entry: Ca
     except ValueError as e:
         raise UsageError(str(e)) from None
     # torchrun would set this itself (with a banner); one thread per rank keeps N ranks from oversubscribing.
+    if "OMP_NUM_THREADS" not in os.environ:  # an actor-learner role may still take its share (role_threads)
+        os.environ["DING_DIST_OMP_DEFAULTED"] = "1"
     threads = os.environ.setdefault("OMP_NUM_THREADS", "1")
     restarts = f", up to {max_restarts} restart(s)" if max_restarts else ""
     how = method + (f": {why}" if why else "")

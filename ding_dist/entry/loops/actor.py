@@ -20,9 +20,9 @@ import logging
 import time
 from typing import Any
 
-from ding_dist.comm import DeadRankError, health_check, resolve_timeout
-from ding_dist.entry.experiment import Experiment, build_policy, default_threads, env_manager
-from ding_dist.entry.roles import RoleGroups, actor_envs, chunk_steps
+from ding_dist.comm import DeadRankError, get_local_size, health_check, resolve_timeout
+from ding_dist.entry.experiment import Experiment, build_policy, cpu_cores, default_threads, env_manager
+from ding_dist.entry.roles import RoleGroups, actor_envs, chunk_steps, role_threads
 from ding_dist.entry.services.checkpointing import Checkpointing
 from ding_dist.entry.services.failures import EXIT_SIGTERM, close_workers
 from ding_dist.envs import make_vec_env
@@ -66,7 +66,9 @@ class ActorLoop:
                 self.policy.set_actor_index(self.rank - roles.learners, roles.actors)
             seeds.seed_process(self.rank)  # every actor explores with streams of its own
             self.collector = Collector(venv, self.policy, seeds.env_seeds("collector", self.rank, venv.num_envs))
-            default_threads(self.policy.obs_space)  # more than one only for image observations
+            # more than one only for image observations, or as actor_learner.actor_threads says
+            default_threads(self.policy.obs_space, **role_threads(cfg.actor_learner, roles, self.rank, cpu_cores(),
+                                                                  get_local_size()))  # fmt: skip
         except BaseException:
             close_workers(venv)
             raise
@@ -118,6 +120,8 @@ class ActorLoop:
                     wall_s=time.perf_counter() - wall_start,
                     wait_weights_s=wait_weights,
                     wait_send_s=wait_send,
+                    env_restarts=self.collector.restarts,
+                    epsilon=self.policy.schedule_values(global_steps).get("train/epsilon", float("nan")),
                 )
                 sender.send(slot, rollout, header)
                 versions.append(weights.version)

@@ -79,7 +79,8 @@ class DataParallelLoop:
         try:
             # Every env first: an async env manager forks its workers, which must not inherit a CUDA context.
             venv = make_vec_env(cfg.env, cfg.env.collector_env_num, manager, training=True)
-            eval_venv = make_vec_env(cfg.env, cfg.env.evaluator_env_num, manager) if self.rank == 0 else None
+            eval_venv = (make_vec_env(cfg.env, cfg.env.evaluator_env_num, manager, restarting=True)
+                         if self.rank == 0 else None)  # fmt: skip
             self.policy = build_policy(cfg, venv.single_observation_space, venv.single_action_space)
             seeds.seed_process(self.rank)  # exploration differs across ranks, seeds and segments
             self.collector = Collector(venv, self.policy, seeds.env_seeds("collector", self.rank, venv.num_envs))

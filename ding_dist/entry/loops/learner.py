@@ -24,23 +24,25 @@ Example::
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from ding_dist.comm import DeadRankError, allreduce, comm_device, debug_enabled, health_check
+from ding_dist.comm import DeadRankError, allreduce, comm_device, debug_enabled, get_local_size, health_check
 from ding_dist.config.split import split_config
 from ding_dist.entry.experiment import (
     Experiment,
     build_policy,
+    cpu_cores,
     default_threads,
     env_manager,
     make_replay_buffer,
     replay_capacity,
 )
-from ding_dist.entry.roles import RoleGroups, chunk_steps
+from ding_dist.entry.roles import RoleGroups, chunk_steps, role_threads
 from ding_dist.entry.services.checkpointing import Checkpointing
 from ding_dist.entry.services.evaluation import Evaluation
 from ding_dist.entry.services.failures import (
@@ -50,7 +52,7 @@ from ding_dist.entry.services.failures import (
     consistency_check,
     guarded,
 )
-from ding_dist.entry.services.metrics import Metrics
+from ding_dist.entry.services.metrics import Metrics, finish_replay_values, replay_values
 from ding_dist.entry.services.run_folder import save_run_config, write_result
 from ding_dist.envs import make_vec_env
 from ding_dist.policy.base import policy_sync_group
@@ -108,7 +110,8 @@ class LearnerLoop:
         seeds = exp.seeds(self.counters.env_steps if state else 0)
         self.buffer, eval_venv = None, None
         try:
-            eval_venv = make_vec_env(cfg.env, cfg.env.evaluator_env_num, env_manager(cfg)) if self.rank == 0 else None
+            eval_venv = (make_vec_env(cfg.env, cfg.env.evaluator_env_num, env_manager(cfg), restarting=True)
+                         if self.rank == 0 else None)  # fmt: skip
             if eval_venv is not None:
                 obs_space, act_space = eval_venv.single_observation_space, eval_venv.single_action_space
             else:
@@ -131,7 +134,9 @@ class LearnerLoop:
                 shards = {a: make_replay_buffer(cfg, obs_space, act_space, num_envs, capacity,
                                                 seeds.integer("replay", a)) for a in self.actors}  # fmt: skip
                 self.buffer = ReplayShards(shards)
-            default_threads(self.policy.obs_space)  # more than one only for image observations
+            # more than one only for image observations, or as actor_learner.learner_threads says
+            default_threads(self.policy.obs_space, **role_threads(cfg.actor_learner, roles, self.rank, cpu_cores(),
+                                                                  get_local_size()))  # fmt: skip
             if state is not None:
                 self.ckpt.restore(state, self.policy, self.buffer, self.counters)
         except BaseException:  # e.g. SIGTERM while the envs start: close what is open, no orphans
@@ -310,11 +315,14 @@ class LearnerLoop:
     def log_interval(self, wall_start: float, steps_at_start: int) -> None:
         """One record (learner rank 0 writes it): episodes, training statistics, and the actor-learner view:
         env steps/s of each actor and in total, learner updates/s, policy lag (mean, max), chunks dropped,
-        queue depth, seconds learners waited for data and actors waited for weights and for the learner."""
+        queue depth, and the waits, one set per role: ``wait/data_s`` (seconds a learner waited for experience,
+        mean over learners), ``wait/weights_s`` and ``wait/learner_s`` (seconds an actor waited for weights and
+        for its learner, mean over the actors heard from), and ``idle/learner``, ``idle/actor``: the fraction of
+        the interval each role spent waiting."""
         iv, now = self._interval, time.perf_counter()
         t_last, iters_last, seen_last = self._last_log
         rates: dict[str, float] = {}
-        waits = {"actors/wait_weights_s": 0.0, "actors/wait_learner_s": 0.0}
+        waits = {"wait/weights_s_sum": 0.0, "wait/learner_s_sum": 0.0, "idle/actor_sum": 0.0, "idle/actor_n": 0}
         for i in range(self.roles.actors):
             rank = self.roles.actor_rank(i)
             rates[f"actors/env_steps_per_s/rank{rank}"] = 0.0
@@ -322,9 +330,21 @@ class LearnerLoop:
                 h, prev = iv.actor[rank], seen_last.get(rank)
                 steps0, wall0 = (prev.env_steps, prev.wall_s) if prev else (0, 0.0)
                 rates[f"actors/env_steps_per_s/rank{rank}"] = (h.env_steps - steps0) / max(h.wall_s - wall0, 1e-9)
-                waits["actors/wait_weights_s"] += h.wait_weights_s - (prev.wait_weights_s if prev else 0.0)
-                waits["actors/wait_learner_s"] += h.wait_send_s - (prev.wait_send_s if prev else 0.0)
+                weights_s = h.wait_weights_s - (prev.wait_weights_s if prev else 0.0)
+                learner_s = h.wait_send_s - (prev.wait_send_s if prev else 0.0)
+                waits["wait/weights_s_sum"] += weights_s
+                waits["wait/learner_s_sum"] += learner_s
+                waits["idle/actor_sum"] += min(1.0, (weights_s + learner_s) / max(h.wall_s - wall0, 1e-9))
+                waits["idle/actor_n"] += 1
+        latest = {**seen_last, **iv.actor}  # each actor's newest header so far
+        replay, priority_max = replay_values(self.buffer)  # Ape-X: replay size, priorities, sampled age
+        if "train/epsilon" in self.policy.schedule_values(0):  # each actor's exploration (Ape-X: its ladder rung)
+            for i in range(self.roles.actors):
+                h = latest.get(self.roles.actor_rank(i))
+                eps = h.epsilon if h is not None and math.isfinite(h.epsilon) else 0.0
+                replay[f"actors/epsilon/rank{self.roles.actor_rank(i)}"] = eps  # 0 on the other learners
         sums = {
+            "env/restarts": sum(h.env_restarts for h in latest.values()),  # the actors' recreated envs so far
             "episodes": iv.episodes,
             "ep_return_sum": iv.return_sum,
             "ep_length_sum": iv.length_sum,
@@ -334,19 +354,27 @@ class LearnerLoop:
             "queue/depth_sum": iv.depth_sum,
             **rates,
             **waits,
+            **replay,
         }
-        means = {**self.learner.pop_stats(), "learner/wait_data_s": iv.wait_s}
+        idle = min(1.0, iv.wait_s / max(now - t_last, 1e-9))
+        means = {**self.learner.pop_stats(), "wait/data_s": iv.wait_s, "idle/learner": idle}
         means["learner/updates_per_s"] = (self.policy.train_iter - iters_last) / max(now - t_last, 1e-9)
         out = reduce_log(sums, means, group=self.learn_group)
-        lag_max = torch.tensor([float(iv.lag_max)], device=comm_device(self.learn_group))
+        lag_max = torch.tensor([float(iv.lag_max), priority_max], device=comm_device(self.learn_group))
         allreduce(lag_max, op="max", group=self.learn_group)
         chunks = out.pop("lag/chunks")
         self.dropped += int(out["lag/dropped"])
-        self.lag_max = max(self.lag_max, int(lag_max.item()))
+        self.lag_max = max(self.lag_max, int(lag_max[0].item()))
         out["lag/mean"] = out.pop("lag/sum") / max(chunks, 1)
-        out["lag/max"] = float(lag_max.item())
+        out["lag/max"] = float(lag_max[0].item())
+        if "replay/priority_sum" in out:
+            out["replay/priority_max"] = float(lag_max[1].item())
+        finish_replay_values(out)
         out["queue/depth"] = out.pop("queue/depth_sum") / max(chunks, 1)
+        heard = max(out.pop("idle/actor_n"), 1)
+        for key in ("wait/weights_s", "wait/learner_s", "idle/actor"):
+            out[key] = out.pop(f"{key}_sum") / heard
         out["actors/env_steps_per_s"] = sum(v for k, v in out.items() if k.startswith("actors/env_steps_per_s/"))
         self.metrics.record(self.metrics.common_values(out, wall_start, steps_at_start))
-        self._last_log = (now, self.policy.train_iter, {**seen_last, **iv.actor})
+        self._last_log = (now, self.policy.train_iter, latest)
         self._interval = _Interval()

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ding_dist.comm import allgather_object, broadcast_object, health_check
-from ding_dist.data.reshard import reshard_states
+from ding_dist.data.reshard import regroup_states, reshard_states
 from ding_dist.entry.experiment import Experiment
 from ding_dist.entry.services.counters import Counters
 from ding_dist.entry.services.run_folder import find_run_config
@@ -153,30 +153,76 @@ class Checkpointing:
         """The policy, this rank's RNG state and replay buffer from ``state``. A checkpoint of another world size
         keeps the policy, counters and schedules; RNG streams start afresh (this segment's seeds), and a
         data-parallel run's replay is re-sharded over the new ranks (:mod:`ding_dist.data.reshard`): every stored
-        transition kept, none duplicated."""
+        transition kept, none duplicated. A checkpoint of the other mode (data-parallel <-> actors and learners)
+        or of another split of actors and learners has its replay regrouped over the new buffers (every learning
+        rank's, or each learner's one shard per actor): every transition kept, the cuts marked truncated."""
         load_policy_state(policy, state, self.path, self.exp.policy_type)
         slot = self.rng_slot
         old_world = len(state["rng"])
         same_world = slot is not None and old_world == slot[1]
+        roles = self.exp.roles
+        same_roles = state.get("roles") == (None if roles is None else {"learners": roles.learners,
+                                                                         "actors": roles.actors})  # fmt: skip
         if same_world:
             restore_rng_state(state["rng"][slot[0]])
         elif slot is not None:
             logger.warning("checkpoint was written by %d rank(s), running %d: RNG streams start afresh", old_world,
                            slot[1])  # fmt: skip
-        if buffer is not None and same_world:
+        if buffer is not None and same_world and same_roles:
             found = self._replay_state(self.exp.rank, counters.env_steps)
             if found is not None:
                 buffer.load_state_dict(found[1])
+                for b in buffer.shards.values() if hasattr(buffer, "shards") else [buffer]:
+                    storage = getattr(b, "storage", b)  # a prioritized buffer wraps its storage
+                    if hasattr(storage, "cut_streams"):  # the envs start new episodes: no n-step return crosses
+                        storage.cut_streams()
                 logger.info("replay buffer restored from %s (%d transitions)", found[0], len(buffer))
-        elif buffer is not None and slot is not None:
+        elif buffer is not None and slot is not None and same_roles:
             self._reshard_replay(buffer, state, old_world, slot[1], counters.env_steps)
+        elif buffer is not None and slot is not None:
+            self._regroup_replay(buffer, state, old_world, counters.env_steps)
         logger.info("resumed at env step %d, train iter %d", counters.env_steps, policy.train_iter)
+
+    def _regroup_replay(self, buffer: Any, state: dict, old_world: int, env_steps: int) -> None:
+        """Between the modes (data-parallel <-> actors and learners) or at another split of actors and learners:
+        every old buffer's slots, oldest first, laid out over the new buffers of every learning rank
+        (:func:`~ding_dist.data.reshard.regroup_states`). Collective over the learning ranks (``group``)."""
+        if not self._saves_replay:
+            return
+        mine = list(buffer.shards.values()) if hasattr(buffer, "shards") else [buffer]  # ReplayShards: one per actor
+
+        def storage(b: Any) -> Any:
+            return getattr(b, "storage", b)
+
+        targets = allgather_object([(storage(b).num_envs, storage(b).rows_capacity) for b in mine], group=self.group)
+        first = sum(len(t) for t in targets[: self.exp.rank])
+        targets = [t for per_rank in targets for t in per_rank]
+        try:
+            states = []
+            for q in range(old_world):
+                found = self._replay_state(q, env_steps)
+                if found is None:
+                    raise FileNotFoundError(f"no replay file of rank {q} at env step {env_steps}")
+                saved = found[1]  # a learner's ReplayShards: one buffer per actor, in actor order
+                states += [saved["shards"][a] for a in sorted(saved["shards"])] if "shards" in saved else [saved]
+            for i, b in enumerate(mine):
+                new = regroup_states(states, targets, first + i, lock_step=self.exp.roles is None)
+                if storage(b) is b:
+                    b.load_state_dict(new.get("storage", new))
+                elif "storage" in new:
+                    b.load_state_dict(new)
+                else:
+                    b.load_storage_state(new)  # uniform old replay: each transition at the current max priority
+        except (FileNotFoundError, ValueError, KeyError) as e:
+            logger.warning("replay buffers of %d rank(s) of another mode or split cannot be regrouped (%s): the "
+                           "buffer starts empty", old_world, e)  # fmt: skip
+            return
+        logger.info("replay regrouped from %d rank(s) of %s: %d transitions on this rank", old_world,
+                    "actors and learners" if "roles" in state else "a data-parallel run", len(buffer))  # fmt: skip
 
     def _reshard_replay(self, buffer: Any, state: dict, old_world: int, world: int, env_steps: int) -> None:
         """This rank's share of every old rank's replay (data-parallel runs: the env slots are regrouped)."""
-        if "roles" in state or self.exp.roles is not None or not self._saves_replay:
-            if self._saves_replay:
-                logger.warning("the replay of a run of other roles is not re-sharded: the buffer starts empty")
+        if not self._saves_replay:
             return
 
         storage = getattr(buffer, "storage", buffer)  # a prioritized buffer wraps its storage

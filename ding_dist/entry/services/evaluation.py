@@ -85,7 +85,7 @@ def evaluate(config: ConfigArg, ckpt: str | os.PathLike, *, episodes: int = 10, 
             raise FileNotFoundError(f"no loadable checkpoint in {str(folder)!r}")
         path = found
     state = load_checkpoint(path)
-    venv = make_vec_env(cfg.env, min(cfg.env.evaluator_env_num, episodes), env_manager(cfg))
+    venv = make_vec_env(cfg.env, min(cfg.env.evaluator_env_num, episodes), env_manager(cfg), restarting=True)
     try:
         policy = build_policy(cfg, venv.single_observation_space, venv.single_action_space)
         load_policy_state(policy, state, path, cfg.create_config.policy.type)  # one line when it does not fit

@@ -18,12 +18,54 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
+
 from ding_dist.entry.experiment import Experiment
 from ding_dist.entry.services.counters import Counters
 from ding_dist.sync import DistributedModel, weight_drift
 from ding_dist.utils import MetricWriter
 
-__all__ = ["Metrics", "weight_averaging_models"]
+__all__ = ["Metrics", "finish_replay_values", "replay_values", "weight_averaging_models"]
+
+
+def replay_values(buffer: Any) -> tuple[dict[str, float], float]:
+    """A learner's replay for the logs, as sums over learners (``reduce_log``) and one value to take the max of:
+    ``replay/size`` (transitions stored), and for prioritized shards the sums behind ``replay/priority_mean`` (each
+    stored transition's priority ``|delta| + eps``; ``alpha`` 0: all 1) and ``replay/sample_age`` (the
+    mean age of the transitions drawn since the last record, in transitions its shard stored after it: its
+    actor's env steps), with the largest stored priority (``replay/priority_max``; 0 without priorities).
+    :func:`finish_replay_values` turns the reduced sums into the logged means.
+
+    Example::
+
+        sums, top = replay_values(learner_loop.buffer)   # {"replay/size": 4096.0, ...}, 1.7
+    """
+    shards = list(getattr(buffer, "shards", {0: buffer}).values()) if buffer is not None else []
+    out = {"replay/size": float(sum(len(b) for b in shards))}
+    prioritized = [b for b in shards if hasattr(b, "tree") and hasattr(b, "pop_sample_age")]
+    if not prioritized:
+        return out, 0.0
+    p_sum, p_count, p_max, age_sum, age_count = 0.0, 0, 0.0, 0.0, 0
+    for b in prioritized:
+        leaves = np.asarray(b.tree.state_dict()["leaves"])[: b.capacity]
+        stored = leaves[leaves > 0]
+        raw = stored ** (1.0 / b.alpha) if b.alpha > 0 else np.ones_like(stored)
+        p_sum, p_count = p_sum + float(raw.sum()), p_count + len(raw)
+        p_max = max(p_max, float(raw.max(initial=0.0)))
+        total, n = b.pop_sample_age()
+        age_sum, age_count = age_sum + total, age_count + n
+    out.update({"replay/priority_sum": p_sum, "replay/priority_count": float(p_count),
+                "replay/sample_age_sum": age_sum, "replay/sample_age_count": float(age_count)})  # fmt: skip
+    return out, p_max
+
+
+def finish_replay_values(out: dict[str, float]) -> None:
+    """Replace the reduced sums of :func:`replay_values` by their means (in place; a mean of nothing, e.g. no draw
+    before ``learning_starts``, is left out)."""
+    for name in ("priority", "sample_age"):
+        total, count = out.pop(f"replay/{name}_sum", None), out.pop(f"replay/{name}_count", 0.0)
+        if count:
+            out["replay/priority_mean" if name == "priority" else "replay/sample_age"] = total / count
 
 
 def weight_averaging_models(policy: Any) -> list[DistributedModel]:

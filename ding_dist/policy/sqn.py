@@ -1,0 +1,162 @@
+"""SQN: soft Q-network for discrete actions, as DI-engine's ``sqn`` policy (soft Q-learning with twin Q-networks
+and a tuned entropy temperature, after Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications",
+arXiv:1812.05905; there is no actor: the policy is the Boltzmann distribution of the Q-values).
+
+Reading order: :class:`TwinQNetwork` (two Q-networks of DQN's shape; acting and evaluation use the first), then
+``learn``. With ``alpha = exp(log_alpha)`` and ``Q' = min(Q'_1, Q'_2)`` of the target networks at ``s'``:
+
+- the next state's policy is ``pi = softmax(Q' / alpha)``, its soft value ``V = sum_b pi(b) (Q'(b) - alpha log
+  pi(b))``; the target ``y = r + discount * V``; the loss ``(Q_1(s, a) - y)**2 + (Q_2(s, a) - y)**2`` per sample;
+- the temperature's loss ``log_alpha * mean(H(pi) - learn.target_entropy)``, with that same ``pi``: alpha falls
+  while the entropy is above the target;
+- the target networks follow by Polyak averaging (``learn.target_theta``) after every update.
+
+Acting (DI-engine's rule, in env steps): with probability ``p`` a sample of ``softmax(Q_1(s) / alpha)``, else a
+uniform action, where ``p = 1 / (decay - k)`` while ``k < decay - 1000`` and ``0.999`` after, ``k`` the updates
+done by then (``(env_step - learn.learning_starts) * update_per_collect / n_sample``) and ``decay`` is
+``other.eps.decay``. Nothing in ``learn`` is sampled: N ranks on the halves of a batch apply the update one
+process applies to the whole (the Q-networks and ``log_alpha`` each through :meth:`Policy.distribute`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+from easydict import EasyDict
+from torch import nn
+
+from ding_dist.policy.common import AtomQNetwork, QLearningPolicy, init_q_learning
+from ding_dist.policy.encoders import obs_tensor
+from ding_dist.policy.sac import LogAlpha
+
+__all__ = ["SQNPolicy", "TwinQNetwork"]
+
+
+class TwinQNetwork(nn.Module):
+    """Two Q-networks (each an :class:`~ding_dist.policy.common.AtomQNetwork` with one output per action, dueling or
+    plain): ``forward(obs)`` the first's Q-values ``[batch, actions]``; ``forward(obs, full=True)`` both.
+
+    Example::
+
+        net = TwinQNetwork(gym.spaces.Box(-1, 1, (4,)), 2, hidden_sizes=[64, 64], dueling=True)
+        q1, q2 = net(torch.zeros(3, 4), full=True)  # (3, 2), (3, 2)
+    """
+
+    def __init__(
+        self,
+        obs_space: gym.Space,
+        n_actions: int,
+        hidden_sizes: Sequence[int] = (64, 64),
+        dueling: bool = True,
+        activation: str = "relu",
+    ) -> None:
+        super().__init__()
+        self.q1 = AtomQNetwork(obs_space, n_actions, 1, hidden_sizes, dueling, activation)
+        self.q2 = AtomQNetwork(obs_space, n_actions, 1, hidden_sizes, dueling, activation)
+
+    def forward(self, obs: torch.Tensor, full: bool = False):
+        return (self.q1(obs), self.q2(obs)) if full else self.q1(obs)
+
+
+class SQNPolicy(QLearningPolicy):
+    """SQN for discrete actions.
+
+    Config (``policy.*``): the keys of :class:`~ding_dist.policy.common.QLearningPolicy` (DQN's; ``learn.learning_rate``
+    is the Q-networks' and ``learn.target_theta`` their Polyak rate), ``model.dueling``, ``learn.alpha`` (the initial
+    temperature), ``learn.learning_rate_alpha``, ``learn.target_entropy`` and ``other.eps.decay`` (acting, above).
+
+    Example::
+
+        cfg = SQNPolicy.default_config()
+        policy = SQNPolicy(cfg, env.single_observation_space, env.single_action_space)
+        stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"loss", "alpha_loss", "alpha", ...}
+    """
+
+    algorithm = "SQN"
+    _state_attrs = ("model", "target_model", "optimizer", "log_alpha", "alpha_optimizer")
+
+    @classmethod
+    def default_config(cls) -> EasyDict:
+        cfg = super().default_config()
+        cfg.model.update(hidden_sizes=[64, 64], dueling=True)
+        cfg.learn.update(
+            update_per_collect=16,
+            target_theta=0.005,
+            alpha=0.2,
+            learning_rate_alpha=1e-3,
+            target_entropy=0.2,
+            grad_clip_norm=None,
+        )
+        cfg.collect.n_sample = 16
+        cfg.other.eps = EasyDict(decay=2000)
+        return cfg
+
+    def __init__(
+        self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"
+    ) -> None:
+        super().__init__(cfg, obs_space, action_space, device)
+        m, lc = self.cfg.model, self.cfg.learn
+        if lc.target_theta is None or not 0.0 < lc.target_theta <= 1.0:
+            raise ValueError(f"SQN needs learn.target_theta in (0, 1], got {lc.target_theta}")
+        net = TwinQNetwork(obs_space, self.n_actions, m.hidden_sizes, m.dueling, m.activation)
+        init_q_learning(self, net, lr=lc.learning_rate)
+        self.log_alpha = LogAlpha(lc.alpha).to(self.device)
+        self.alpha_optimizer = self.make_optimizer(self.log_alpha.parameters(), lr=lc.learning_rate_alpha)
+        self.train_log_alpha, self.alpha_optimizer = self.distribute(self.log_alpha, self.alpha_optimizer)
+
+    # --- acting ---------------------------------------------------------------------------------
+    def policy_share(self, env_step: int) -> float:
+        """The probability of a Boltzmann sample (else a uniform action) at global ``env_step``, DI-engine's rule.
+
+        Example::
+
+            policy.policy_share(0)  # 1 / 2000 with other.eps.decay=2000
+        """
+        c = self.cfg
+        updates = max(0, env_step - c.learn.learning_starts) * c.learn.update_per_collect / c.collect.n_sample
+        decay = c.other.eps.decay
+        return 1.0 / (decay - updates) if updates < decay - 1000 else 0.999
+
+    @torch.no_grad()
+    def schedule_values(self, env_step: int) -> dict[str, float]:
+        """The share of uniform actions at global ``env_step`` and the temperature."""
+        return {"train/epsilon": 1.0 - self.policy_share(env_step), "train/alpha": float(self.log_alpha.value.exp())}
+
+    @torch.no_grad()
+    def collect_action(self, obs: np.ndarray, env_step: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        q = self.model(obs_tensor(obs, self.obs_space, self.device))
+        actions = torch.multinomial(F.softmax(q / self.log_alpha.value.exp(), dim=-1), 1).squeeze(1)
+        uniform = torch.rand(actions.shape, device=actions.device) >= self.policy_share(env_step)
+        return torch.where(uniform, torch.randint_like(actions, self.n_actions), actions).cpu().numpy(), {}
+
+    # --- learning -------------------------------------------------------------------------------
+    def learn(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One update on a replay batch (keys ``obs, action, reward, next_obs, discount``)."""
+        action = batch["action"].long()
+        rows = torch.arange(action.shape[0], device=action.device)
+        with torch.no_grad():
+            alpha = self.log_alpha.value.exp()
+            next_q = torch.min(*self.target_model(batch["next_obs"], full=True))
+            log_pi = F.log_softmax(next_q / alpha, dim=-1)
+            pi = log_pi.exp()
+            target = batch["reward"] + batch["discount"] * (pi * (next_q - alpha * log_pi)).sum(dim=-1)
+            entropy = -(pi * log_pi).sum(dim=-1)
+        q1, q2 = (q[rows, action] for q in self.train_model(batch["obs"], full=True))
+        stats = self.apply_loss((q1 - target).pow(2) + (q2 - target).pow(2), batch)  # also the target update
+
+        alpha_loss = self.train_log_alpha() * (entropy - self.cfg.learn.target_entropy).mean()
+        self.alpha_optimizer.zero_grad(set_to_none=True)
+        alpha_loss.backward()
+        self.alpha_optimizer.step()
+        return {
+            **stats,
+            "alpha_loss": alpha_loss.detach(),
+            "alpha": alpha.reshape(()),
+            "entropy": entropy.mean(),
+            "q_mean": q1.detach().mean(),
+        }

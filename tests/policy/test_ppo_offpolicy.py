@@ -1,0 +1,124 @@
+"""Off-policy PPO: GAE once at collection into the replay ring, the clipped step on a replayed batch against a
+hand computation, the ring, and training to its threshold (quality)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch.distributions import Categorical
+
+from ding_dist.entry import pipeline
+from ding_dist.policy import get_policy_cls
+from ding_dist.policy.ppo import compute_gae
+from ding_dist.policy.ppo_offpolicy import PPOOffPolicy, SampleRing
+
+REPO = Path(__file__).resolve().parents[2]
+OBS = gym.spaces.Box(-1.0, 1.0, (3,))
+ACT = gym.spaces.Discrete(3)
+
+
+def make(**learn) -> PPOOffPolicy:
+    torch.manual_seed(0)
+    cfg = PPOOffPolicy.default_config()
+    cfg.model.hidden_sizes = [8]
+    cfg.collect.update(discount_factor=0.9, gae_lambda=0.5)
+    cfg.learn.update(grad_clip_norm=None, value_weight=0.7, entropy_weight=0.2, batch_size=5, update_per_collect=3)
+    cfg.learn.update(learn)
+    cfg.other.replay_buffer.replay_buffer_size = 10
+    return PPOOffPolicy(cfg, OBS, ACT)
+
+
+def rollout(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    t, n = 3, 2
+    return {
+        "obs": rng.uniform(-1, 1, (t, n, 3)).astype(np.float32),
+        "next_obs": rng.uniform(-1, 1, (t, n, 3)).astype(np.float32),
+        "action": rng.integers(0, 3, (t, n)),
+        "logp": rng.uniform(-2, -0.5, (t, n)).astype(np.float32),
+        "value": rng.normal(size=(t, n)).astype(np.float32),
+        "reward": rng.normal(size=(t, n)).astype(np.float32) + 2.0,
+        "terminated": np.array([[False, False], [True, False], [False, False]]),
+        "truncated": np.zeros((t, n), bool),
+        "last_obs": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
+    }
+
+
+def test_registered_with_di_engine_defaults():
+    assert get_policy_cls("ppo_offpolicy") is PPOOffPolicy and PPOOffPolicy.on_policy
+    cfg = PPOOffPolicy.default_config()
+    assert (cfg.learn.update_per_collect, cfg.learn.learning_rate, cfg.learn.entropy_weight) == (5, 1e-3, 0.01)
+    assert (cfg.learn.clip_ratio, cfg.learn.value_clip_ratio, cfg.learn.adv_norm) == (0.2, 0.2, False)
+    assert cfg.other.replay_buffer.replay_buffer_size == 10000 and "preempt" not in cfg.collect
+
+
+def test_learn_stores_gae_of_the_collecting_values_and_replays_it():
+    policy = make()
+    r = rollout()
+    before = copy.deepcopy(policy.model)
+    stats = policy.learn(r)
+    assert policy.train_iter == 3 and len(policy.replay) == 6 and stats["loss"].shape == ()
+    # GAE with the rollout's own values and the collecting network's bootstrap, computed once, stored as is
+    with torch.no_grad():
+        v_last = before(torch.as_tensor(r["last_obs"]))[1].numpy()
+    nxt = np.concatenate([r["value"][1:], v_last[None]])
+    adv, _ = compute_gae(r["reward"], r["value"], nxt, r["terminated"], 0.9, 0.5)
+    stored = policy.replay._data
+    np.testing.assert_allclose(stored["adv"][:6].numpy(), adv.reshape(-1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(stored["logp"][:6].numpy(), r["logp"].reshape(-1))
+    policy.learn(rollout(1))  # 12 samples into a ring of 10: the oldest 2 are overwritten
+    assert len(policy.replay) == 10 and policy.train_iter == 6
+    np.testing.assert_allclose(stored["adv"][2:6].numpy(), adv.reshape(-1)[2:], rtol=1e-5, atol=1e-6)
+
+
+def test_update_matches_a_hand_computation():
+    policy = make(clip_ratio=0.1, value_clip_ratio=0.1)
+    g = torch.Generator().manual_seed(3)
+    batch = {
+        "obs": torch.rand(6, 3, generator=g) * 2 - 1,
+        "action": torch.randint(0, 3, (6,), generator=g),
+        "logp": torch.rand(6, generator=g) * -2,
+        "value": torch.randn(6, generator=g),
+        "adv": torch.randn(6, generator=g),
+    }
+    model = copy.deepcopy(policy.model)
+    logits, v = model(batch["obs"])
+    dist = Categorical(logits=logits)
+    ratio = (dist.log_prob(batch["action"]) - batch["logp"]).exp()
+    a, old_v = batch["adv"], batch["value"]
+    policy_loss = torch.max(-a * ratio, -a * ratio.clamp(0.9, 1.1)).mean()
+    ret = a + old_v
+    v_clip = old_v + (v - old_v).clamp(-0.1, 0.1)
+    value_loss = 0.5 * torch.max((v - ret) ** 2, (v_clip - ret) ** 2).mean()
+    loss = policy_loss + 0.7 * value_loss - 0.2 * dist.entropy().mean()
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+
+    stats = policy.update(batch)
+    assert stats["loss"].item() == pytest.approx(loss.item(), rel=1e-5)
+    assert stats["value_loss"].item() == pytest.approx(value_loss.item(), rel=1e-5)
+    for p, grad in zip(policy.model.parameters(), grads):
+        torch.testing.assert_close(p.grad, grad, rtol=1e-5, atol=1e-7)
+
+
+def test_sample_ring_draws_only_what_it_holds():
+    ring = SampleRing(4)
+    with pytest.raises(ValueError, match="empty"):
+        ring.sample(1)
+    ring.add({"x": torch.tensor([1.0, 2.0, 3.0])})
+    assert set(ring.sample(50)["x"].tolist()) == {1.0, 2.0, 3.0}
+    ring.add({"x": torch.tensor([4.0, 5.0])})  # 5 overwrites 1
+    assert set(ring.sample(200)["x"].tolist()) == {2.0, 3.0, 4.0, 5.0}
+
+
+@pytest.mark.quality
+@pytest.mark.timeout(1800)
+def test_cartpole_reaches_its_threshold(tmp_path):
+    config = REPO / "configs" / "cartpole_ppo_offpolicy_config.py"
+    result = pipeline.train(str(config), exp_dir=tmp_path, max_env_steps=200_000)
+    assert result["stopped_by"] == "stop_value", result["eval_history"]
+    print(f"reached the threshold in {result['env_steps']} env steps, {result['wall_time_s']:.1f} s")  # docs/rl.md
