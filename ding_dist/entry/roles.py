@@ -99,6 +99,8 @@ def check_actor_learner_config(al: Mapping[str, Any]) -> None:
             raise ConfigError(f"config key 'actor_learner.{key}' must be an int >= {low}, got {value!r}")
     for key in ("learner_threads", "actor_threads"):
         value = al.get(key, "auto")
+        if isinstance(value, str) and value.isdigit():  # --set keeps the text of a key whose default is a string
+            value = int(value)
         if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigError(f"config key 'actor_learner.{key}' must be \"auto\" or an int >= 1, got {value!r}")
     for key, allowed in (("lag_mode", LAG_MODES), ("on_actor_death", DEATH_POLICIES)):

@@ -66,3 +66,6 @@ def test_actor_learner_roles_share_the_cores_and_take_their_config(monkeypatch):
     assert torch.get_num_threads() == 2  # ... and a number in the config over both
     with pytest.raises(ConfigError, match="'actor_learner.learner_threads' must be \"auto\" or an int >= 1"):
         check_actor_learner_config({"learner_threads": 0})
+    check_actor_learner_config({"learner_threads": "2"})  # as --set actor_learner.learner_threads=2 leaves it
+    with pytest.raises(ConfigError, match="must be \"auto\" or an int >= 1, got 'two'"):
+        check_actor_learner_config({"actor_threads": "two"})
