@@ -371,6 +371,12 @@ def _env_section(t: _Translator, env_type: str | None, policy: str) -> str:
         env_id = DING_ENV_IDS[env_type]
         if env_type == "lunarlander" and continuous:
             env_id = "LunarLanderContinuous-v3"
+        if env_type == "pendulum" and t.has("env.continuous") and not continuous and policy != "bdq":
+            raise ConfigError(
+                "DI-engine config key 'env.continuous' = False cannot be honoured by ding_dist: DI-engine's pendulum "
+                "env then offers 11 discrete torques; here Pendulum-v1 keeps its Box action space (a policy for Box "
+                "actions, e.g. bdq, discretizes it itself)"
+            )
         note = {"cartpole": " (DI-engine's CartPole: v0, 200-step episodes)"}.get(env_type, "")
         t.report.add("mapped", f"create_config.env.type={env_type!r} -> env.id={env_id!r}{note}")
     elif env_id in _RENAMED_IDS:

@@ -458,3 +458,13 @@ def test_pendulum_files_of_0_5_3_get_their_activation_and_ignore_what_di_engine_
     (tmp_path / "sigmoid_config.py").write_text(text)
     with pytest.raises(ConfigError, match=r"'policy.model.activation' = Sigmoid\(\) cannot be honoured .* nn.Tanh\(\)"):
         load_config(tmp_path / "sigmoid_config.py")
+
+
+def test_pendulum_with_discrete_torques_is_refused_before_it_fails_at_the_first_step(tmp_path):
+    text = (FILES / "pendulum_a2c_ding_config.py").read_text()
+    text = text.replace("act_scale=True,", "act_scale=True, continuous=False,")
+    assert "continuous=False" in text
+    (tmp_path / "pendulum_discrete_config.py").write_text(text)
+    with pytest.raises(ConfigError, match=r"'env.continuous' = False cannot be honoured .* 11 discrete torques"):
+        load_config(tmp_path / "pendulum_discrete_config.py")
+    assert load_config(FILES / "pendulum_bdq_ding_config.py").create_config.policy.type == "bdq"  # BDQ bins itself
