@@ -25,10 +25,15 @@ Parts (``--parts``, comma-separated):
   CartPole: 2 actors + 1 learner vs 3 data-parallel processes, env steps/s of training (result.json) and of
   the whole process, with the idle fractions.
 
+- ``inference``: batched inference (``actor_learner.inference=1``, one more process that acts for every actor)
+  against actors that act themselves: CartPole IMPALA with 2 actors + 1 learner (4 processes vs 3) and Pong
+  IMPALA with 1 actor + 1 learner (3 vs 2); env steps/s of the whole process and the inference rank's rows per
+  forward pass (from its log line's result, ``rows_per_batch``).
+
 ``--quick``: a few seconds of steps per row, one repeat (shows every row runs; not a measurement).
 
 Run (a quiet machine; the full run takes about an hour on 2 cores):
-    python benchmarks/bench_pong_roles.py [--parts pong,cartpole,step_cost] [--repeats 3] [--json out.json]
+    python benchmarks/bench_pong_roles.py [--parts pong,cartpole,step_cost,inference] [--repeats 3] [--json out.json]
     python benchmarks/bench_pong_roles.py --quick
 """
 
@@ -129,6 +134,7 @@ def ding_run(config: Path, max_env_steps: int, args: list[str] = (), overrides: 
         out = timed(cmd, env=dict(os.environ))
         result = json.loads((exp / "result.json").read_text())
         al = result.get("actor_learner") or {}
+        served = json.loads((exp / "inference.json").read_text()) if (exp / "inference.json").exists() else {}
         return {
             "wall_s": out["wall_s"],
             "env_steps": result["env_steps"],
@@ -138,6 +144,7 @@ def ding_run(config: Path, max_env_steps: int, args: list[str] = (), overrides: 
             "procs_busy": out["procs_busy"],
             "solved": result["stopped_by"] == "stop_value",
             "lag_max": al.get("lag_max"),
+            "rows_per_batch": served.get("rows_per_batch"),
             **_idle(exp),
         }
     finally:
@@ -263,6 +270,30 @@ def bench_step_cost(args: argparse.Namespace) -> dict:
     return {"steps": steps, "median": med, "runs": runs}
 
 
+def bench_inference(args: argparse.Namespace) -> dict:
+    cartpole, pong = CONFIGS / "cartpole_impala_config.py", CONFIGS / "pong_impala_config.py"
+    quiet = ["policy.eval.eval_freq=0", "env.n_evaluator_episode=1", "env.evaluator_env_num=1"]
+    on = ["actor_learner.inference=1"]
+    cp_steps, pong_steps = args.inference_cartpole_steps, args.inference_pong_steps
+    rows = {
+        "cartpole_2_actors": lambda: ding_run(cartpole, cp_steps, ["--actors", "2"], quiet),
+        "cartpole_2_actors_inference": lambda: ding_run(cartpole, cp_steps, ["--actors", "2"], quiet + on),
+        "pong_1_actor": lambda: ding_run(pong, pong_steps, ["--actors", "1"], quiet),
+        "pong_1_actor_inference": lambda: ding_run(pong, pong_steps, ["--actors", "1"], quiet + on),
+    }
+    runs = interleaved(rows, args.repeats)
+    keys = ("steps_per_s", "train_steps_per_s", "machine_busy", "idle/learner", "idle/actor", "rows_per_batch")
+    med = {name: {k: _median(r, k) for k in keys} for name, r in runs.items()}
+    print(f"\nBatched inference (actor_learner.inference=1), whole process, median of {args.repeats} (interleaved)")
+    for name, m in med.items():
+        base = med[name.removesuffix("_inference")]["steps_per_s"]
+        print(f"{name:<30} {_fmt(m['steps_per_s']):>8} steps/s  train {_fmt(m['train_steps_per_s']):>8}/s  "
+              f"x without {_fmt(m['steps_per_s'] / base, '.2f'):>5}  idle L {_fmt(m['idle/learner'], '.2f')}  "
+              f"idle A {_fmt(m['idle/actor'], '.2f')}  machine {_fmt(100 * m['machine_busy'], '.0f')}%  "
+              f"rows/forward {_fmt(m['rows_per_batch'])}")  # fmt: skip
+    return {"cartpole_steps": cp_steps, "pong_steps": pong_steps, "median": med, "runs": runs}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--parts", default="pong,cartpole,step_cost")
@@ -271,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cartpole-seeds", default="0,1,2")
     p.add_argument("--cartpole-max-steps", type=int, default=60_000)
     p.add_argument("--step-cost-steps", type=int, default=24_576)
+    p.add_argument("--inference-cartpole-steps", type=int, default=20_480)
+    p.add_argument("--inference-pong-steps", type=int, default=4096)
     p.add_argument(
         "--learner-threads",
         type=int,
@@ -285,9 +318,10 @@ def main(argv: list[str] | None = None) -> int:
     args.cartpole_seeds = [int(s) for s in str(args.cartpole_seeds).split(",")]
     if args.quick:
         args.repeats, args.pong_steps, args.step_cost_steps = 1, 2048, 1536
+        args.inference_cartpole_steps, args.inference_pong_steps = 2048, 1024
         args.cartpole_seeds, args.cartpole_max_steps = [0], 2048
     out = {}
-    parts = {"pong": bench_pong, "cartpole": bench_cartpole, "step_cost": bench_step_cost}
+    parts = {"pong": bench_pong, "cartpole": bench_cartpole, "step_cost": bench_step_cost, "inference": bench_inference}
     for part in args.parts.split(","):
         out[part] = parts[part](args)
     if args.json:

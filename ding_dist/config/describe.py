@@ -180,7 +180,8 @@ KEY_MEANINGS: dict[str, str] = {
     "actor_learner.learner_threads": "torch threads of a learner; 'auto': a CNN takes the cores the actors leave",
     "actor_learner.actor_threads": "torch threads of an actor; 'auto': 1 (or OMP_NUM_THREADS when you set it)",
     "actor_learner.on_actor_death": "'continue' with the actors left, or 'stop'",
-    "actor_learner.actor_device": "where actors run their policy",
+    "actor_learner.actor_device": "where actors (or the inference rank) run their policy",
+    "actor_learner.inference": "1: one more process acts for every actor in one batch (for a GPU); 0: actors act",
 }
 
 

@@ -208,8 +208,22 @@ def _apex_without_actors(cfg: Mapping) -> str | None:
     return None
 
 
+def _ladder_with_inference(cfg: Mapping) -> str | None:
+    """Ape-X's epsilon ladder with an inference rank: one batch for every actor has one epsilon, not a ladder."""
+    policy, al = cfg.get("policy"), cfg.get("actor_learner")
+    other = policy.get("other") if isinstance(policy, Mapping) else None
+    ladder = other.get("eps_ladder") if isinstance(other, Mapping) else None
+    inference = al.get("inference", 0) if isinstance(al, Mapping) else 0
+    if isinstance(ladder, Mapping) and ladder.get("enable") is True and inference:
+        return (
+            "config key 'policy.other.eps_ladder.enable' is True (Ape-X: one epsilon per actor) but "
+            "actor_learner.inference=1 acts for every actor with one epsilon: set one of them off"
+        )
+    return None
+
+
 #: Checks of several keys together (each: config -> one message or None), after the per-key rules.
-COMBINATION_RULES: tuple[Callable[[Mapping], str | None], ...] = (_apex_without_actors,)
+COMBINATION_RULES: tuple[Callable[[Mapping], str | None], ...] = (_apex_without_actors, _ladder_with_inference)
 
 
 def check_values(cfg: Mapping, schema: Mapping | None = None, rules: Any = VALUE_RULES) -> None:

@@ -41,6 +41,7 @@ from ding_dist.entry.experiment import (
 )
 from ding_dist.entry.loops.actor import ActorLoop
 from ding_dist.entry.loops.data_parallel import DataParallelLoop
+from ding_dist.entry.loops.inference import InferenceLoop
 from ding_dist.entry.loops.learner import LearnerLoop
 from ding_dist.entry.services.evaluation import evaluate
 from ding_dist.entry.services.failures import sigterm_exits
@@ -59,7 +60,8 @@ __all__ = [
 
 
 def loop_for(exp: Experiment) -> type:
-    """The loop this rank runs: :class:`DataParallelLoop`, or its role's in an actor-learner run.
+    """The loop this rank runs: :class:`DataParallelLoop`, or its role's in an actor-learner run (learner, actor,
+    inference).
 
     Example::
 
@@ -67,6 +69,8 @@ def loop_for(exp: Experiment) -> type:
     """
     if exp.roles is None:
         return DataParallelLoop
+    if exp.roles.is_inference(exp.rank):
+        return InferenceLoop
     return LearnerLoop if exp.roles.is_learner(exp.rank) else ActorLoop
 
 

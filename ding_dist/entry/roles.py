@@ -1,16 +1,19 @@
 """Roles of an actor-learner run: which ranks learn, which only collect, and the groups that connect them.
 
-A world of ``learners + actors`` processes (torchrun starts them like any other job): ranks
-``0 .. learners-1`` are the learners, the rest the actors. Actor ``i`` (rank ``learners + i``) sends its
-experience to learner ``i % learners`` and receives weights from learner rank 0. The groups, made with the
+A world of ``learners + actors (+ inference)`` processes (torchrun starts them like any other job): ranks
+``0 .. learners-1`` are the learners, then the actors, then (``inference=1``) one inference rank. Actor ``i``
+(rank ``learners + i``) sends its experience to learner ``i % learners`` and receives weights from learner
+rank 0; with an inference rank, the actors' actions come from it (one forward pass for every actor's
+observations, :mod:`~ding_dist.entry.loops.inference`) and it receives the weights too. The groups, made with the
 collective layer (:func:`ding_dist.comm.new_group`) on every rank in the same order:
 
 - the learner group: the sync engine averages gradients within it (``Policy.sync_group``); with one
   learner it is a group of one and no gradient collective runs;
 - the actor group: the actors' policies are built in it (they never learn, so it carries nothing but the
   initial broadcast of the engine);
-- one gloo pair group per actor (the actor and its learner) that carries the actor's experience, and one
-  gloo group of everyone for the weights (learner 0 -> actors): point-to-point messages on CPU tensors,
+- one gloo pair group per actor (the actor and its learner) that carries the actor's experience, one per
+  actor with the inference rank (observations in, actions out) when there is one, and one gloo group of
+  everyone for the weights (learner 0 -> actors and the inference rank): point-to-point messages on CPU tensors,
   so CUDA learners (NCCL among themselves, e.g. ``DING_DIST_BACKEND=cpu:gloo,cuda:nccl``) and CPU actors
   exchange them correctly.
 
@@ -32,7 +35,9 @@ Config keys (section ``actor_learner``; ``ding-dist train --actors N --learners 
 |  |  | else for a convolutional network the cores its host's actors leave (:func:`role_threads`), else 1 |
 | ``actor_threads`` | ``"auto"`` | torch threads of an actor; ``"auto"``: ``OMP_NUM_THREADS`` when you set it, else 1 |
 | ``on_actor_death`` | ``"continue"`` | ``"continue"`` with the actors left, or ``"stop"`` |
-| ``actor_device`` | ``"cpu"`` | where actors run their policy |
+| ``actor_device`` | ``"cpu"`` | where actors (or the inference rank) run their policy |
+| ``inference`` | 0 | 1: one more process, an inference rank that acts for every actor in one batch (the |
+|  |  | SEED RL / Sample Factory layout, for a GPU; on a CPU it adds a round trip per step) |
 
 Example::
 
@@ -80,6 +85,7 @@ def actor_learner_default_config() -> EasyDict:
         actor_buffers=1,
         on_actor_death="continue",
         actor_device="cpu",
+        inference=0,
         learner_threads="auto",
         actor_threads="auto",
     )
@@ -106,6 +112,14 @@ def check_actor_learner_config(al: Mapping[str, Any]) -> None:
     for key, allowed in (("lag_mode", LAG_MODES), ("on_actor_death", DEATH_POLICIES)):
         if al.get(key, allowed[0]) not in allowed:
             raise ConfigError(f"config key 'actor_learner.{key}' must be one of {list(allowed)}, got {al[key]!r}")
+    inference = al.get("inference", 0)
+    if inference not in (0, 1) or isinstance(inference, bool):
+        raise ConfigError(f"config key 'actor_learner.inference' must be 0 or 1 (inference ranks), got {inference!r}")
+    if inference and not al.get("actors", 0):
+        raise ConfigError(
+            "config key 'actor_learner.inference' is 1 but the run has no actors (actor_learner.actors=0): "
+            "train with --actors N, or set it 0"
+        )
     if al.get("actors", 0) and al.get("actors", 0) < al.get("learners", 1):
         raise ConfigError(
             f"actor_learner.actors={al['actors']} < actor_learner.learners={al['learners']}: every learner needs "
@@ -115,10 +129,11 @@ def check_actor_learner_config(al: Mapping[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class Roles:
-    """Which rank does what in an actor-learner world (learners first, then actors)."""
+    """Which rank does what in an actor-learner world (learners first, then actors, then the inference rank)."""
 
     learners: int
     actors: int
+    inference: int = 0
 
     @classmethod
     def from_config(cls, al: Mapping[str, Any], world_size: int) -> Roles | None:
@@ -127,28 +142,40 @@ class Roles:
         Raises ``ValueError`` when the world does not have ``actors + learners`` processes.
         """
         actors, learners = int(al.get("actors", 0)), int(al.get("learners", 1))
+        inference = int(al.get("inference", 0))
         if actors == 0:
             return None
-        if world_size != actors + learners:
+        roles = cls(learners, actors, inference)
+        if world_size != roles.world_size:
+            plus = " + actor_learner.inference=1" if inference else ""
             raise ValueError(
-                f"actor_learner.actors={actors} + actor_learner.learners={learners} needs a world of "
-                f"{actors + learners} processes, this one has {world_size} (start it with "
+                f"actor_learner.actors={actors} + actor_learner.learners={learners}{plus} needs a world of "
+                f"{roles.world_size} processes, this one has {world_size} (start it with "
                 f"'ding-dist train CONFIG --actors {actors} --learners {learners}', or torchrun "
-                f"--nproc-per-node {actors + learners})"
+                f"--nproc-per-node {roles.world_size})"
             )
-        return cls(learners, actors)
+        return roles
 
     @property
     def world_size(self) -> int:
-        return self.learners + self.actors
+        return self.learners + self.actors + self.inference
+
+    @property
+    def inference_rank(self) -> int | None:
+        """The inference rank (the last one), or None when the actors act themselves."""
+        return self.learners + self.actors if self.inference else None
 
     def is_learner(self, rank: int) -> bool:
         return rank < self.learners
 
+    def is_inference(self, rank: int) -> bool:
+        return rank == self.inference_rank
+
     def actor_index(self, rank: int) -> int:
         """0 for the first actor rank (rank ``learners``), 1 for the next, ..."""
-        if self.is_learner(rank):
-            raise ValueError(f"rank {rank} is a learner, not an actor")
+        if self.is_learner(rank) or self.is_inference(rank):
+            raise ValueError(f"rank {rank} is a {'learner' if self.is_learner(rank) else 'inference rank'}, "
+                             "not an actor")  # fmt: skip
         return rank - self.learners
 
     def actor_rank(self, index: int) -> int:
@@ -160,10 +187,11 @@ class Roles:
 
     def actors_of(self, learner_rank: int) -> list[int]:
         """The actor ranks whose experience this learner receives."""
-        return [r for r in range(self.learners, self.world_size) if self.learner_of(r) == learner_rank]
+        return [r for r in range(self.learners, self.learners + self.actors) if self.learner_of(r) == learner_rank]
 
     def describe(self) -> str:
-        return f"{self.learners} learner(s) (ranks 0-{self.learners - 1}) and {self.actors} actor(s)"
+        both = f"{self.learners} learner(s) (ranks 0-{self.learners - 1}) and {self.actors} actor(s)"
+        return both if not self.inference else f"{both}, acting through inference rank {self.inference_rank}"
 
 
 @dataclass
@@ -172,19 +200,26 @@ class RoleGroups:
 
     learners: Any  # learner group (non-member placeholder on actors)
     actors: Any  # actor group (non-member placeholder on learners)
-    weights: Any  # gloo group of every rank: learner 0 -> actors
+    weights: Any  # gloo group of every rank: learner 0 -> actors (and the inference rank)
     experience: dict[int, Any]  # actor rank -> gloo group {its learner, the actor}
+    inference: dict[int, Any]  # actor rank -> gloo group {the inference rank, the actor}; empty without one
+    server: Any = None  # the inference rank's group of one (its policy's sync group); None without one
 
     @classmethod
     def create(cls, roles: Roles) -> RoleGroups:
         learners = new_group(list(range(roles.learners)))
         actors = new_group([roles.actor_rank(i) for i in range(roles.actors)])
         weights = new_group(list(range(roles.world_size)), backend="gloo")
-        experience = {}
+        experience, inference, server = {}, {}, None
         for i in range(roles.actors):
             rank = roles.actor_rank(i)
             experience[rank] = new_group([roles.learner_of(rank), rank], backend="gloo")
-        return cls(learners, actors, weights, experience)
+        if roles.inference_rank is not None:
+            server = new_group([roles.inference_rank])
+            for i in range(roles.actors):
+                rank = roles.actor_rank(i)
+                inference[rank] = new_group([roles.inference_rank, rank], backend="gloo")
+        return cls(learners, actors, weights, experience, inference, server)
 
 
 def actor_envs(collector_env_num: int, learners: int) -> int:
@@ -217,10 +252,11 @@ def chunk_steps(n_sample: int, num_envs: int) -> int:
 def role_threads(al: Mapping[str, Any], roles: Roles, rank: int, cores: int, local_world: int) -> dict[str, int | None]:
     """The threads arguments of :func:`~ding_dist.entry.experiment.default_threads` for actor-learner ``rank``:
     ``threads``, ``actor_learner.learner_threads`` / ``actor_threads`` when set to a number (it wins over
-    ``OMP_NUM_THREADS``), and ``image_threads``, what ``"auto"`` gives a convolutional network: an actor 1,
-    a learner the ``cores`` its host's actors leave (each ``actor_threads``, 1 for ``"auto"``), shared by the
-    host's learners. On a multi-host run (``local_world < roles.world_size``) an ``"auto"`` learner keeps the
-    plain rule (``image_threads`` None: the cores shared by the host's processes).
+    ``OMP_NUM_THREADS``), and ``image_threads``, what ``"auto"`` gives a convolutional network: an actor
+    (or the inference rank) 1, a learner the ``cores`` its host's actors and inference rank leave (each
+    ``actor_threads``, 1 for ``"auto"``), shared by the host's learners. On a multi-host run
+    (``local_world < roles.world_size``) an ``"auto"`` learner keeps the plain rule (``image_threads`` None: the
+    cores shared by the host's processes).
 
     Example::
 
@@ -236,4 +272,5 @@ def role_threads(al: Mapping[str, Any], roles: Roles, rank: int, cores: int, loc
         return {"threads": threads, "image_threads": None}
     per_actor = al.get("actor_threads", "auto")
     per_actor = 1 if per_actor == "auto" else int(per_actor)
-    return {"threads": threads, "image_threads": max(1, (cores - roles.actors * per_actor) // roles.learners)}
+    others = (roles.actors + roles.inference) * per_actor  # the inference rank takes an actor's threads
+    return {"threads": threads, "image_threads": max(1, (cores - others) // roles.learners)}

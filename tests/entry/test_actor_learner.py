@@ -160,7 +160,7 @@ def test_policy_lag_never_exceeds_the_maximum(run_ranks, tmp_path, mode):
     # (how long actors wait for the learner in each mode is a benchmark's figure: benchmarks/bench_actor_learner.py)
 
 
-def _actor_dies(exp_dir: str, on_death: str):
+def _actor_dies(exp_dir: str, on_death: str, inference: int = 0):
     from ding_dist.worker import Collector
 
     if get_rank() == 2:
@@ -173,7 +173,7 @@ def _actor_dies(exp_dir: str, on_death: str):
             return collect(self, n_steps, env_step)
 
         Collector.collect = die_on_the_fourth_chunk
-    cfg = _al(tiny_dqn(), 2, on_actor_death=on_death)
+    cfg = _al(tiny_dqn(), 2, on_actor_death=on_death, inference=inference)
     try:
         return pipeline.train(cfg, seed=0, exp_dir=exp_dir, max_env_steps=2048)
     except DeadRankError as e:  # (its class does not travel back through launch's queue)
@@ -199,6 +199,35 @@ def test_killed_actor_stops_the_learner_when_configured(tmp_path):
     assert not (tmp_path / "result.json").exists()
 
 
+def _through_an_inference_rank(exp_dir: str, kill_actor: bool):
+    """1 learner, 2 actors (ranks 1, 2) acting through inference rank 3; actor 2 is killed on its 4th chunk."""
+    if kill_actor:
+        return _actor_dies(exp_dir, "continue", inference=1)
+    return pipeline.train(_al(tiny_ppo(), 2, inference=1), seed=0, exp_dir=exp_dir, max_env_steps=2048)
+
+
+def test_inference_rank_acts_for_every_actor_step_and_the_run_counts_as_without_it(run_ranks, tmp_path):
+    learner, *actors, inference = run_ranks(_through_an_inference_rank, 4, str(tmp_path), False)
+    assert learner["env_steps"] == 2048 and learner["stopped_by"] == "max_env_steps"
+    assert learner["actor_learner"]["lag_max"] <= learner["actor_learner"]["max_lag"]
+    assert [a["role"] for a in actors] == ["actor", "actor"] and inference["role"] == "inference"
+    assert all(a["inference_rank"] == 3 for a in actors)
+    # every env step of every actor was one observation row served; each request one actor's 4 envs
+    assert inference["rows"] == sum(a["env_steps"] for a in actors) == 4 * inference["requests"]
+    assert inference["lost"] == [] and inference["versions_received"] > 1
+    assert json.loads((tmp_path / "inference.json").read_text())["rows"] == inference["rows"]
+    for a in actors:  # a chunk's version: the oldest that acted in it, never decreasing
+        assert a["versions"] == sorted(a["versions"]) and a["versions"][-1] > 0
+
+
+def test_killed_actor_is_left_out_by_the_inference_rank_and_the_run_goes_on(tmp_path):
+    with pytest.raises(LaunchError) as info:
+        launch(_through_an_inference_rank, 4, str(tmp_path), True, timeout=150, comm_timeout=60, grace=60)
+    assert info.value.failures == [(2, "was killed by signal SIGKILL")]  # the learner, actor 1 and inference finished
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["env_steps"] == 2048 and result["actor_learner"]["actors_lost"] == [2]
+
+
 def _mismatched_world(exp_dir: str):
     return pipeline.train(_al(tiny_dqn(), 2), exp_dir=exp_dir, max_env_steps=64)
 
@@ -216,10 +245,20 @@ def test_world_must_hold_actors_plus_learners(run_ranks, tmp_path):
         (["--actors", "2", "--nproc", "2"], "--nproc 2 does not match --actors 2 + --learners 1"),
         (["--actors", "0"], "argument --actors: must be >= 1, got 0"),
         (["--set", "actor_learner.lag_mode=wait"], "'actor_learner.lag_mode' must be one of ['block', 'drop']"),
+        (["--actors", "1", "--set", "actor_learner.inference=2"], "'actor_learner.inference' must be 0 or 1"),
+        (["--set", "actor_learner.inference=1"], "'actor_learner.inference' is 1 but the run has no actors"),
+        (["--actors", "2", "--set", "actor_learner.inference=1", "policy.other.eps_ladder.enable=True"],
+         "actor_learner.inference=1 acts for every actor with one epsilon"),
+        (["--actors", "1", "--set", "actor_learner.inference=1", "--config-file", "cartpole_r2d2_config.py"],
+         "'r2d2' is recurrent (its state lives in each actor's envs)"),
     ],
-)
+)  # fmt: skip
 def test_bad_actor_learner_flags_are_one_line_and_exit_2(tmp_path, capsys, args, message):
-    code, err = _run(["train", str(DQN_CONFIG), "--exp-dir", str(tmp_path / "exp"), *args], capsys)
+    config = str(DQN_CONFIG)
+    if "--config-file" in args:  # another shipped config
+        at = args.index("--config-file")
+        config, args = str(DQN_CONFIG.parent / args[at + 1]), args[:at] + args[at + 2 :]
+    code, err = _run(["train", config, "--exp-dir", str(tmp_path / "exp"), *args], capsys)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and message in lines[0], lines
     assert not (tmp_path / "exp").exists()

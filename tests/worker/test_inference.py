@@ -47,8 +47,6 @@ def _serve_two_actors():
     return served, _rollout(Counted(), get_rank(), groups)
 
 
-@pytest.mark.quality
-@pytest.mark.timeout(1800)
 def test_one_server_acts_for_two_actors_as_their_own_policy_would(run_ranks):
     (stats, rows), (served_1, local_1), (served_2, local_2) = run_ranks(_serve_two_actors, 3)
     for served, local in ((served_1, local_1), (served_2, local_2)):
@@ -58,10 +56,11 @@ def test_one_server_acts_for_two_actors_as_their_own_policy_would(run_ranks):
                 np.testing.assert_array_equal(a[key], b[key], err_msg=key)
                 assert a[key].dtype == b[key].dtype, key
         assert served[1] == local[1]
-    # the probe (1 row), then lockstep batches: actor 2 asks twice per step (2 rows each), actor 1 once (4 rows);
-    # the first 15 batches hold one request of each (6 rows), the 15 left only actor 2's (actor 1 finished)
-    assert stats == {"batches": 30, "requests": 45, "rows": 4 * 15 + 4 * 15}
-    assert rows == [1] + [6] * 15 + [2] * 15
+    # the probe (1 row), then batches of what has arrived: actor 1 asks once per step (4 rows), actor 2 twice
+    # (two groups of 2 rows): 15 + 30 requests, 60 + 60 rows; how they share batches depends on the timing
+    assert stats["requests"] == 45 and stats["rows"] == 4 * 15 + 4 * 15 and stats["lost"] == []
+    assert rows[0] == 1 and len(rows) == 1 + stats["batches"] and sum(rows[1:]) == stats["rows"]
+    assert set(rows[1:]) <= {2, 4, 6}  # one request of each actor at most: an actor waits for its answer
 
 
 def test_recurrent_policies_are_refused():

@@ -215,7 +215,12 @@ def _compile_and_try(config: Path, args: argparse.Namespace) -> Any:
         from ding_dist.policy.base import acting_only
 
         with acting_only():  # no optimizers: they import torch._dynamo (1.5 s) in a process that never trains
-            build_policy(cfg, made.observation_space, made.action_space, device="cpu")
+            policy = build_policy(cfg, made.observation_space, made.action_space, device="cpu")
+        if cfg.actor_learner.get("inference") and getattr(policy, "recurrent", False):
+            raise ValueError(
+                f"actor_learner.inference=1 serves feed-forward policies; {cfg.create_config.policy.type!r} is "
+                "recurrent (its state lives in each actor's envs): set actor_learner.inference=0"
+            )
     except ValueError as e:
         raise UsageError(f"config {str(config)!r}: {first_line(e)} (env {env.get('id')!r})") from e
     finally:
@@ -357,12 +362,14 @@ def _train(args: argparse.Namespace) -> int:
     if args.resume is not None and _resume_is_done(args, cfg, resumed):
         return 0
     if cfg.actor_learner.actors and args.actors is None:  # the roles come from the config file
-        if args.nproc not in (1, cfg.actor_learner.actors + cfg.actor_learner.learners):
+        al = cfg.actor_learner
+        both, inference = al.actors + al.learners, al.get("inference", 0)
+        if args.nproc not in (1, both, both + inference):  # --nproc may leave out the inference rank
             raise UsageError(
-                f"--nproc {args.nproc} does not match the config's actor_learner.actors={cfg.actor_learner.actors} "
-                f"+ actor_learner.learners={cfg.actor_learner.learners}"
+                f"--nproc {args.nproc} does not match the config's actor_learner.actors={al.actors} "
+                f"+ actor_learner.learners={al.learners}" + (" + actor_learner.inference=1" if inference else "")
             )
-        args.nproc = cfg.actor_learner.actors + cfg.actor_learner.learners
+        args.nproc = both + inference
     env = {TIMEOUT_ENV: repr(args.timeout)} if args.timeout is not None else {}
     if args.debug:
         env[DEBUG_ENV] = "1"

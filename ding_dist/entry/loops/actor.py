@@ -5,7 +5,9 @@ then loops: take a free send buffer (waiting while all are in flight: the learne
 newest complete weight version if a newer one arrived, collect one chunk, hand it to the experience channel
 with its header (the weight version that collected it) and repeat. It stops when the learners' last weight
 message says so, sends its last message and returns what it did. It composes only what it uses: its envs,
-an acting-only policy, the two channels (weights in, experience out). Roles and groups:
+an acting-only policy, the two channels (weights in, experience out), and with an inference rank
+(``actor_learner.inference=1``) a :class:`~ding_dist.worker.inference.RemotePolicy` that asks it for every step's
+actions (a chunk then carries the oldest weight version that acted in it). Roles and groups:
 :mod:`~ding_dist.entry.roles`; the learner: :mod:`~ding_dist.entry.loops.learner`.
 
 Example::
@@ -29,6 +31,7 @@ from ding_dist.envs import make_vec_env
 from ding_dist.policy.base import acting_only, policy_sync_group
 from ding_dist.worker import Collector
 from ding_dist.worker.experience import ChunkHeader, ExperienceSender, chunk_layout
+from ding_dist.worker.inference import RemotePolicy
 from ding_dist.worker.weight_sync import WeightSubscriber
 
 __all__ = ["ActorLoop"]
@@ -59,13 +62,20 @@ class ActorLoop:
                             training=True)  # fmt: skip
         try:
             # Actors never learn: no optimizer, no sync engine; their statistics stay within the actor group.
+            # With an inference rank the actions come from there: this copy only shapes them (on the CPU).
+            device = "cpu" if roles.inference else cfg.actor_learner.actor_device
             with policy_sync_group(self.groups.actors), acting_only():
                 self.policy = build_policy(cfg, venv.single_observation_space, venv.single_action_space,
-                                           device=cfg.actor_learner.actor_device)  # fmt: skip
+                                           device=device)  # fmt: skip
             if hasattr(self.policy, "set_actor_index"):  # e.g. DQN's Ape-X epsilon ladder
                 self.policy.set_actor_index(self.rank - roles.learners, roles.actors)
             seeds.seed_process(self.rank)  # every actor explores with streams of its own
-            self.collector = Collector(venv, self.policy, seeds.env_seeds("collector", self.rank, venv.num_envs))
+            self.remote = None
+            if roles.inference_rank is not None:
+                self.remote = RemotePolicy(self.policy, roles.inference_rank, venv.single_observation_space,
+                                           self.groups.inference[self.rank])  # fmt: skip
+            acting = self.policy if self.remote is None else self.remote
+            self.collector = Collector(venv, acting, seeds.env_seeds("collector", self.rank, venv.num_envs))
             # more than one only for image observations, or as actor_learner.actor_threads says
             default_threads(self.policy.obs_space, **role_threads(cfg.actor_learner, roles, self.rank, cpu_cores(),
                                                                   get_local_size()))  # fmt: skip
@@ -104,7 +114,14 @@ class ActorLoop:
                 # Exploration schedules run on global env steps: the learners' count when this version was sent,
                 # plus what all actors collected since (about this actor's share times the actors).
                 global_steps = weights.env_steps + self.roles.actors * (env_steps - loaded_at)
-                rollout = self.collector.collect(self.steps, global_steps)
+                try:
+                    rollout = self.collector.collect(self.steps, global_steps)
+                except RuntimeError as e:
+                    if self.remote is None:
+                        raise
+                    raise DeadRankError(f"actor rank {self.rank}: inference rank {self.remote.server} is gone: {e}",
+                                        [self.remote.server]) from e  # fmt: skip
+                version = weights.version if self.remote is None else self.remote.take_oldest_version()
                 if "priority" in self.layout.fields:  # Ape-X: first priorities from this actor's networks
                     rollout["priority"] = self.policy.initial_priority(rollout)
                 env_steps += self.steps * num_envs
@@ -112,7 +129,7 @@ class ActorLoop:
                 header = ChunkHeader(
                     actor=self.rank,
                     seq=len(versions),
-                    version=weights.version,
+                    version=version,
                     env_steps=env_steps,
                     episodes=len(returns),
                     return_sum=sum(returns),
@@ -124,7 +141,7 @@ class ActorLoop:
                     epsilon=self.policy.schedule_values(global_steps).get("train/epsilon", float("nan")),
                 )
                 sender.send(slot, rollout, header)
-                versions.append(weights.version)
+                versions.append(version)
             if weights.error is not None:
                 raise ConnectionError(f"receiving weights failed: {weights.error}")
             sender.finish(timeout=FINISH_TIMEOUT_S)  # the last message, after every queued chunk
@@ -138,10 +155,13 @@ class ActorLoop:
             logger.warning("actor rank %d stopping after %d env steps (%s)", self.rank, env_steps, why)
             raise
         finally:
+            if self.remote is not None:
+                self._stop_remote()
             close_workers(self.collector.venv)
         wall = time.perf_counter() - wall_start
         return {
             "role": "actor",
+            "inference_rank": self.roles.inference_rank,
             "rank": self.rank,
             "env_steps": env_steps,
             "chunks": len(versions),
@@ -155,3 +175,10 @@ class ActorLoop:
             "world_size": self.world,
             "exp_dir": str(self.exp.exp_dir),
         }
+
+    def _stop_remote(self) -> None:
+        """Tell the inference rank this actor asks no more (it may be gone already: then there is no one to tell)."""
+        try:
+            self.remote.stop()
+        except RuntimeError as e:
+            logger.warning("actor rank %d: the inference rank did not take the stop message: %s", self.rank, e)

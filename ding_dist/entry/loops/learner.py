@@ -208,6 +208,8 @@ class LearnerLoop:
         groups = {a: self.groups.experience[a] for a in self.actors}
         receiver = ExperienceReceiver(self.layout, groups, al.queue, drop_when_full=al.lag_mode == "drop")
         all_actors = [self.roles.actor_rank(i) for i in range(self.roles.actors)]
+        if self.roles.inference_rank is not None:  # it acts for the actors: it needs every version too
+            all_actors.append(self.roles.inference_rank)
         publisher = WeightPublisher(self.policy, all_actors, self.groups.weights) if self.rank == 0 else None
         version, published_at = 0, self.policy.train_iter
         if publisher is not None:
