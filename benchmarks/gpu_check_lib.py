@@ -637,13 +637,16 @@ AL_SHARED_GPU = "cpu:gloo,cuda:gloo"  # learners sharing one GPU: their CUDA gra
 
 # row id: (config, actors, learners, policy.device (None: the default, auto), backend with CUDA, GPUs it needs).
 # f2 is on-policy into a CUDA learner with auto (the learner must resolve it to its GPU under the mixed backend);
-# f3 needs a GPU per learner (nccl); f4 runs the same with both learners on one GPU over gloo.
+# f3 needs a GPU per learner (nccl); f4 runs the same with both learners on one GPU over gloo; f5 adds an inference
+# rank on the device (actor_learner.inference=1, actor_device={device}) that acts for 2 CPU actors.
 AL_RUNS: dict[str, tuple[str, int, int, str | None, str, int]] = {
     "f1": ("dqn", 1, 1, "{device}", AL_BACKEND, 1),
     "f2": ("impala", 1, 1, None, AL_BACKEND, 1),
     "f3": ("ppo", 2, 2, "{device}", AL_BACKEND, 2),
     "f4": ("ppo", 2, 2, "{device}", AL_SHARED_GPU, 1),
+    "f5": ("impala", 2, 1, "{device}", AL_BACKEND, 1),
 }
+AL_INFERENCE = {"f5"}  # rows with an inference rank (the last rank) on the device
 
 
 def rank_cli_train(argv: list[str]) -> dict[str, Any]:
@@ -660,9 +663,12 @@ def _actor_learner_run(ctx: Ctx, rid: str) -> dict[str, str]:
     algo, actors, learners, spec, cuda_backend, gpus = AL_RUNS[rid]
     spec = spec.format(device=ctx.device) if spec else None
     backend = cuda_backend if ctx.cuda else "gloo"
-    world = actors + learners
+    inference = rid in AL_INFERENCE
+    world = actors + learners + inference
     device_text = f"policy.device={spec}" if spec else "policy.device=auto (default)"
     name = f"ding-dist train {algo.upper()} --actors {actors} --learners {learners} (launch, {backend}), {device_text}"
+    if inference:
+        name += f", inference rank on {ctx.device}"
     visible = torch.cuda.device_count() if ctx.cuda else 0
     if ctx.cuda and visible < gpus:
         why = f"needs {gpus} GPUs, {visible} visible: nccl takes one GPU per learner; f4 shares one GPU over gloo"
@@ -674,31 +680,42 @@ def _actor_learner_run(ctx: Ctx, rid: str) -> dict[str, str]:
     argv = ["train", str(CONFIGS[algo]), "--actors", str(actors), "--learners", str(learners), "--seed", "0",
             "--exp-dir", exp_dir, "--timeout", "120", "--max-env-steps", str(steps),
             "--set", "actor_learner.actor_device=cpu", *ctx.overrides(algo)]  # fmt: skip
+    if inference:  # the actors' own copy stays on the CPU whatever actor_device says
+        argv += ["actor_learner.inference=1", f"actor_learner.actor_device={ctx.device}"]
     if spec:
         argv += [f"policy.device={spec}"]
     results = dd.launch(rank_cli_train, world, argv, backend=backend, timeout=ctx.size("launch_timeout"),
                         comm_timeout=120)  # fmt: skip
     learner_device = "cuda:0" if ctx.cuda else "cpu"  # one GPU: every learner on it; with more, rank i on GPU i
     for rank, r in enumerate(results):
+        on_device = rank < learners or (inference and rank == world - 1)
         want = (f"cuda:{rank % max(visible, 1)}" if ctx.cuda else "cpu") if rank < learners else "cpu"
+        if inference and rank == world - 1:
+            want = "cuda:0" if ctx.cuda else "cpu"
         assert r["rc"] == 0, f"rank {rank}: ding-dist train returned {r['rc']}"
         assert r["devices"] == [want], f"rank {rank}: policy on {r['devices']}, expected {want}"
-        if rank >= learners:
+        if not on_device:
             assert not r["cuda_started"], f"rank {rank} (an actor on the CPU) started CUDA"
     result = _read_result(exp_dir)
     al = result["actor_learner"]
     assert al["finished_cleanly"] and al["versions"] > 0, f"actor_learner: {al}"
     assert al["lag_max"] <= al["max_lag"], f"lag {al['lag_max']} above the maximum {al['max_lag']}"
+    served = ""
+    if inference:
+        info = json.loads(Path(exp_dir, "inference.json").read_text())
+        assert info["lost"] == [] and info["rows"] > 0, f"inference: {info}"
+        served = f"; inference rank on {want}: {info['rows']} rows in {info['batches']} forward passes"
     figure = (f"{_check_result(result, steps, world)}; learners on {learner_device}, actors on cpu"
               f"{' (CUDA never started there)' if ctx.cuda else ''}; {al['versions']} weight versions, "
-              f"lag max {al['lag_max']}")  # fmt: skip
+              f"lag max {al['lag_max']}{served}")  # fmt: skip
     return row(rid, name, figure)
 
 
 def check_actor_learner(ctx: Ctx) -> list[dict[str, str]]:
-    """f1-f4: ``ding-dist train --actors N --learners M`` on ``launch``ed ranks, actors on the CPU, learners on the
+    """f1-f5: ``ding-dist train --actors N --learners M`` on ``launch``ed ranks, actors on the CPU, learners on the
     device: DQN, IMPALA with ``policy.device=auto`` under ``cpu:gloo,cuda:nccl``, PPO with 2 learners over nccl
-    (2 GPUs) and sharing one GPU over gloo. Weights cross from the device to the actors, experience back."""
+    (2 GPUs) and sharing one GPU over gloo, IMPALA with an inference rank on the device. Weights cross from the
+    device to the actors, experience back."""
     rows = []
     for rid in AL_RUNS:
         try:

@@ -177,7 +177,7 @@ KEY_MEANINGS: dict[str, str] = {
     "actor_learner.lag_mode": "'block': actors wait for slow learners; 'drop': newer chunks replace unconsumed ones",
     "actor_learner.queue": "chunks per actor the learner receives ahead while it learns (0: on demand, least lag)",
     "actor_learner.actor_buffers": "chunks an actor may have in flight",
-    "actor_learner.learner_threads": "torch threads of a learner; 'auto': a CNN takes the cores the actors leave",
+    "actor_learner.learner_threads": "torch threads of a learner; 'auto': a CNN takes the cores actors leave (>= 2)",
     "actor_learner.actor_threads": "torch threads of an actor; 'auto': 1 (or OMP_NUM_THREADS when you set it)",
     "actor_learner.on_actor_death": "'continue' with the actors left, or 'stop'",
     "actor_learner.actor_device": "where actors (or the inference rank) run their policy",

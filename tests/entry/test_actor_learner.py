@@ -203,12 +203,12 @@ def _through_an_inference_rank(exp_dir: str, kill_actor: bool):
     """1 learner, 2 actors (ranks 1, 2) acting through inference rank 3; actor 2 is killed on its 4th chunk."""
     if kill_actor:
         return _actor_dies(exp_dir, "continue", inference=1)
-    return pipeline.train(_al(tiny_ppo(), 2, inference=1), seed=0, exp_dir=exp_dir, max_env_steps=2048)
+    return pipeline.train(_al(tiny_ppo(), 2, inference=1), seed=0, exp_dir=exp_dir, max_env_steps=1024)
 
 
 def test_inference_rank_acts_for_every_actor_step_and_the_run_counts_as_without_it(run_ranks, tmp_path):
     learner, *actors, inference = run_ranks(_through_an_inference_rank, 4, str(tmp_path), False)
-    assert learner["env_steps"] == 2048 and learner["stopped_by"] == "max_env_steps"
+    assert learner["env_steps"] == 1024 and learner["stopped_by"] == "max_env_steps"
     assert learner["actor_learner"]["lag_max"] <= learner["actor_learner"]["max_lag"]
     assert [a["role"] for a in actors] == ["actor", "actor"] and inference["role"] == "inference"
     assert all(a["inference_rank"] == 3 for a in actors)

@@ -52,6 +52,9 @@ def test_actor_learner_roles_share_the_cores_and_take_their_config(monkeypatch):
     assert role_threads({}, two_one, 2, cores=8, local_world=3) == {"threads": None, "image_threads": 1}
     assert role_threads({}, two_one, 0, cores=8, local_world=1)["image_threads"] is None  # another host's roles
     assert role_threads({"learner_threads": 5}, one_one, 0, cores=8, local_world=2)["threads"] == 5
+    # On 2 cores a lone learner left one takes a second, shared with its actor; two learners keep one each
+    assert role_threads({}, one_one, 0, cores=2, local_world=2)["image_threads"] == 2
+    assert role_threads({}, Roles(learners=2, actors=2), 0, cores=2, local_world=4)["image_threads"] == 1
     # On 4 cores (the fixture) under the launcher's default OMP_NUM_THREADS=1: the learner takes 3 ...
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv(OMP_DEFAULTED_ENV, "1")

@@ -60,7 +60,7 @@ class InferenceLoop:
 
     def run(self) -> dict[str, Any]:
         start = time.perf_counter()
-        logger.info("inference rank %d: acting for actor(s) %s on %s", self.rank, self.actors, self.policy.device)
+        logger.info("inference rank %d: acting for actors %s, policy on %s", self.rank, self.actors, self.policy.device)
         weights = WeightSubscriber(self.policy, source=0, group=self.groups.weights)
         wait_weights = weights.wait_first(timeout=resolve_timeout())
 
