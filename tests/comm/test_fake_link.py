@@ -119,9 +119,19 @@ def test_context_manager_alias():
 def test_top_level_leaves_di_engine_aliases_to_comm_and_compat():
     from ding_dist.compat import pytorch_ddp_dist_helper as ding_helper
 
-    for name in ("DDPContext", "error_wrapper", "to_ddp_config", "AlgorithmOption", "DistributedAlgorithm"):
+    for name in ("DDPContext", "to_ddp_config", "AlgorithmOption", "DistributedAlgorithm"):
         assert not hasattr(dd, name) and name not in dd.__all__
     assert ding_helper.DDPContext is dd.comm.DDPContext and ding_helper.error_wrapper is dd.comm.error_wrapper
+
+
+def test_top_level_serves_the_ding_utils_helper_list():
+    """The helper list DI-engine serves from ``ding.utils`` is importable from ``ding_dist`` itself."""
+    names = "get_rank get_world_size broadcast allreduce get_group dist_init dist_finalize dist_mode error_wrapper"
+    for name in names.split():
+        assert getattr(dd, name) is getattr(dd.comm, name) and name in dd.__all__
+    from ding_dist import error_wrapper
+
+    assert error_wrapper(int, default_ret=-1)("twelve") == -1
 
 
 def test_error_wrapper_returns_default_and_logs(caplog):
