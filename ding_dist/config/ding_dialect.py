@@ -1179,10 +1179,25 @@ def _impala(t: _Translator) -> None:
     t.put("policy.collect.discount_factor", gamma)
     t.report.add("same", f"policy.learn.discount_factor={gamma!r} -> policy.collect.discount_factor")
     t.ignore("policy.collect.gae_lambda", "IMPALA's targets are V-trace's (policy.learn.lambda_)")
-    for key, ours, value in (("learning_rate", "learning_rate", 5e-4), ("value_weight", "value_weight", 0.5),
-                             ("entropy_weight", "entropy_weight", 1e-4), ("lambda_", "vtrace_lambda", 0.95),
-                             ("rho_clip_ratio", "rho_bar", 1.0), ("c_clip_ratio", "c_bar", 1.0)):  # fmt: skip
+    for key, ours, value in (("learning_rate", "learning_rate", 5e-4), ("entropy_weight", "entropy_weight", 1e-4),
+                             ("lambda_", "vtrace_lambda", 0.95), ("rho_clip_ratio", "rho_bar", 1.0),
+                             ("c_clip_ratio", "c_bar", 1.0)):  # fmt: skip
         t.default(f"policy.learn.{key}", f"policy.learn.{ours}", value, d)
+    # DI-engine's critic loss is value_weight * MSE (ding/rl_utils/vtrace.py), ours value_weight * 0.5 * MSE
+    # (DeepMind's): twice the weight here trains the critic as DI-engine does.
+    given = t.has("policy.learn.value_weight")
+    value_weight = t.take("policy.learn.value_weight", 0.5)
+    if isinstance(value_weight, bool) or not isinstance(value_weight, (int, float)) or value_weight < 0:
+        raise ConfigError(
+            f"DI-engine config key 'policy.learn.value_weight' must be a number >= 0, got {short_repr(value_weight)}"
+        )
+    t.put("policy.learn.value_weight", 2 * value_weight)
+    t.report.add(
+        "converted",
+        f"policy.learn.value_weight={short_repr(value_weight)}{'' if given else f' ({d})'} -> "
+        f"policy.learn.value_weight={short_repr(2 * value_weight)} (DI-engine's critic loss is value_weight * MSE, "
+        "ours value_weight * 0.5 * MSE: the same critic gradient)",
+    )
     rho_pg = t.take("policy.learn.rho_pg_clip_ratio", 1.0)
     if rho_pg != t.out["policy.learn.rho_bar"]:
         raise ConfigError(
