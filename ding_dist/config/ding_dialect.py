@@ -1074,9 +1074,15 @@ def _pg(t: _Translator) -> None:
     d = "DI-engine's PG default"
     _pg_model(t, "PG")
     t.require("policy.deterministic_eval", (True,), "ding_dist evaluates greedy actions")
-    if "policy.learn.batch_size" in t.out:  # DI-engine's PG takes one step on all the collected episodes
-        t.out.pop("policy.learn.batch_size")
-        t.report.add("ignored", "policy.learn.batch_size: PG takes one step on all complete episodes, as DI-engine's")
+    if "policy.learn.batch_size" not in t.out:  # DI-engine's PG loops over minibatches of it (ding/policy/pg.py)
+        t.put("policy.learn.batch_size", 64)
+        t.report.add("default", f"policy.learn.batch_size=64 ({d})")
+    t.report.add(
+        "differs",
+        f"policy.learn.batch_size={t.out['policy.learn.batch_size']}: one pass over the episodes in shuffled "
+        "minibatches of it, the last one the order's final batch_size, as DI-engine's; with fewer samples than that, "
+        "one step on all of them (DI-engine's loop would take only part)",
+    )
     for key, value in (("learning_rate", 1e-3), ("entropy_weight", 0.01)):
         t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
     t.default("policy.learn.grad_norm", "policy.learn.grad_clip_norm", 5.0, d)
