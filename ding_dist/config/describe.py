@@ -73,7 +73,7 @@ KEY_MEANINGS: dict[str, str] = {
     "policy.other.replay_buffer.alpha": "prioritized replay: priority exponent (0: uniform)",
     "policy.other.replay_buffer.beta": "prioritized replay: initial importance-weight exponent",
     "policy.other.replay_buffer.anneal_step": "prioritized replay: draws over which beta rises to 1 (0: constant)",
-    "policy.priority": "prioritized replay: sample by |TD error| (one shard per rank, or per actor with --actors)",
+    "policy.priority": "prioritized replay: sample by |TD error|, one replay over every rank's (or actor's) shard",
     "policy.priority_IS_weight": "weight each sample's loss by its importance weight (needs priority)",
     "policy.other.eps_ladder.enable": "Ape-X: actor i of N explores with base**(1 + alpha i / (N-1)), not the schedule",
     "policy.other.eps_ladder.base": "Ape-X: the base epsilon (actor 0's)",
