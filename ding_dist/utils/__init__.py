@@ -23,6 +23,7 @@ _NAMES = {
     "atomic_write_json": ".fileio",
     "atomic_write_text": ".fileio",
     "shown_path": ".fileio",
+    "unwritable_reason": ".fileio",
     "METRICS_FILE": ".logging",
     "MetricWriter": ".logging",
     "get_logger": ".logging",

@@ -125,3 +125,18 @@ def test_eval_gif_needs_gif_suffix(tmp_path, ppo_run, capsys):
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "--gif must end in .gif" in lines[0]
     assert not (tmp_path / "x.png").exists()
+
+
+
+@pytest.mark.parametrize(("flag", "name"), [("--gif", "x.gif"), ("--video", "x.mp4")])
+def test_an_output_that_cannot_be_written_is_one_line_before_any_episode(tmp_path, ppo_run, capsys, flag, name):
+    capsys.readouterr()
+    (tmp_path / "a_file").write_text("")
+    blocked = tmp_path / "a_file" / name
+    for out, why in ((f"/sys/{name}", "Permission denied at '/sys'"), (blocked, f"'{tmp_path / 'a_file'}' is a file")):
+        code = cli.main(["eval", "--ckpt", str(ppo_run), "--episodes", "1", flag, str(out)])
+        captured = capsys.readouterr()
+        lines = [line for line in captured.err.splitlines() if " INFO ding_dist." not in line]
+        assert code == 2
+        assert lines == [f"ding-dist: error: {flag} '{out}' cannot be written ({why}); choose another path"]
+        assert captured.out == ""  # no evaluation ran, nothing was rendered

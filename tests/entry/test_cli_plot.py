@@ -262,18 +262,23 @@ def test_cli_plot_options(tmp_path, capsys):
         (["--smooth", "0"], "argument --smooth: must be >= 1, got 0"),
         (["--x", "time"], "argument --x: invalid choice: 'time'"),
         (["{missing}"], "experiment folder '{missing}' does not exist"),
+        (["--out", "/sys/ding_dist_curve.png"], "--out '/sys/ding_dist_curve.png' cannot be written (Permission "),
+        (["--out", "{run}"], "--out must end in .png"),
+        (["--out", "{run}.png/curve.png"], "cannot be written ('{run}.png' is a file); choose another path"),
     ],
 )
 def test_bad_plot_input_is_one_line_and_exit_2(tmp_path, capsys, extra, needle):
     run = _run(tmp_path / "r", 0, {100: 1.0})
+    (tmp_path / "r.png").write_text("")
     missing = str(tmp_path / "nope")
     try:
-        code = main(["plot", str(run), *[a.format(missing=missing) for a in extra]])
+        code = main(["plot", str(run), *[a.format(missing=missing, run=run) for a in extra]])
     except SystemExit as e:  # argparse errors
         code = e.code
     lines = _err(capsys)
     assert code == 2
-    assert len(lines) == 1 and needle.format(missing=missing) in lines[0], lines
+    assert len(lines) == 1 and needle.format(missing=missing, run=run) in lines[0], lines
+    assert capsys.readouterr().out == ""  # refused before any run was read
     if "unknown key" in needle:  # the keys that exist are listed
         assert "keys available: eval/mean_reward, train/loss" in lines[0]
     assert not (run / "learning_curve.png").exists()

@@ -43,6 +43,7 @@ from ding_dist.entry.cli.errors import (
     error_line,
     first_line,
     record_for_launcher,
+    refuse_unwritable,
 )
 from ding_dist.entry.cli.local_launch import launch_local
 from ding_dist.entry.cli.parser import build_parser
@@ -297,6 +298,24 @@ def _resume_config(exp_dir: str) -> str:
     return str(found)
 
 
+def _continues_past_stop_value(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
+    """``--resume RUN --max-env-steps N`` with N above the steps of a run that reached ``env.stop_value``: the run
+    continues to N, so ``env.stop_value=None`` joins the overrides (unless ``--set`` gives one); True (after one line
+    on stdout) when it was added and the config must be compiled again."""
+    from ding_dist.entry.services.run_folder import reached_stop_value
+
+    stop, steps = cfg.env.get("stop_value"), (state.get("counters") or {}).get("env_steps", 0)
+    given = any(o.split("=", 1)[0].strip() == "env.stop_value" for o in args.overrides)
+    if args.max_env_steps is None or args.max_env_steps <= steps or given or not reached_stop_value(state, stop):
+        return False
+    args.overrides = [*args.overrides, "env.stop_value=None"]
+    if os.environ.get("RANK", "0") == "0":
+        print(f"{PROG}: run {args.resume!r} reached env.stop_value={stop:g} at env step {steps}; it continues to "
+              f"--max-env-steps {args.max_env_steps} with env.stop_value=None (--set env.stop_value=V stops it at V "
+              "instead)", flush=True)  # fmt: skip
+    return True
+
+
 def _resume_is_done(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
     """A resume keeps the run's ``--max-env-steps`` unless given again; True (after one line on stdout) when
     the run already reached it or ``env.stop_value``, so no iteration is run."""
@@ -359,6 +378,8 @@ def _train(args: argparse.Namespace) -> int:
     cfg = _check_compiles(config, args)
     if not _under_launcher():  # a folder no rank can write: one line now, not a traceback from every rank
         _check_writable(args.exp_dir or args.resume or pipeline.default_exp_dir(cfg.exp_name), args)
+    if args.resume is not None and _continues_past_stop_value(args, cfg, resumed):
+        cfg = _compile(config, args)
     if args.resume is not None and _resume_is_done(args, cfg, resumed):
         return 0
     if cfg.actor_learner.actors and args.actors is None:  # the roles come from the config file
@@ -412,23 +433,9 @@ def _elastic_job_folder(args: argparse.Namespace) -> bool:
 
 
 def _check_writable(folder: str | os.PathLike, args: argparse.Namespace) -> None:
-    """Raise ``UsageError`` unless the experiment folder can be created and written (checked at its nearest
-    existing ancestor, with a file created and removed there, so a read-only mount is caught for root too)."""
-    import tempfile
-
+    """Raise ``UsageError`` unless the experiment folder can be created and written."""
     what = "--exp-dir" if args.exp_dir else "--resume" if args.resume else "the experiment folder"
-    target = Path(folder).absolute()
-    existing = target
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    try:
-        if not existing.is_dir():
-            raise NotADirectoryError(f"{existing} is a file")
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as e:
-        why = f"{e.strerror or e} at {str(existing)!r}"
-        raise UsageError(f"{what} {str(folder)!r} cannot be written ({why}); choose another folder") from None
+    refuse_unwritable(folder, what, folder=True)
 
 
 def _resumed_world(args: argparse.Namespace, state: dict) -> int:
@@ -538,6 +545,9 @@ def _eval(args: argparse.Namespace) -> int:
         raise UsageError(f"--gif must end in .gif, got {args.gif!r}")
     if args.video and Path(args.video).suffix.lower() != ".mp4":
         raise UsageError(f"--video must end in .mp4, got {args.video!r}")
+    for flag, out in (("--video", args.video), ("--gif", getattr(args, "gif", None))):
+        if out:
+            refuse_unwritable(out, flag)  # before the evaluation and the rendering
     from ding_dist.comm import DistContext
     from ding_dist.entry import pipeline
 

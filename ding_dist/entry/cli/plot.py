@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ding_dist.entry.cli.errors import UsageError
+from ding_dist.entry.cli.errors import UsageError, refuse_unwritable
 from ding_dist.utils.fileio import atomic_open
 from ding_dist.utils.logging import METRICS_FILE, read_metrics
 
@@ -540,6 +540,7 @@ def plot_command(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(args.exp_dirs[0]) / "learning_curve.png"
     if out.suffix.lower() != ".png":
         raise UsageError(f"--out must end in .png, got {str(out)!r}")
+    refuse_unwritable(out, "--out" if args.out else "the plot's default path")  # before any run is read
     exp_dirs: list[Path] = []
     for folder in args.exp_dirs:
         runs = find_runs(folder)
