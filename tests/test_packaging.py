@@ -106,12 +106,17 @@ def test_installed_package_trains_with_the_shipped_config_from_any_folder(instal
     probe = ("from ding_dist.config.presets import find_config; from ding_dist.config import read_config; "
              "from ding_dist.entry.pipeline import load_config; print(find_config('cartpole_ppo')); "
              "print(read_config('configs/cartpole_ppo_config.py')[1].policy.type, "
-             "load_config('cartpole_ppo').exp_name)")  # fmt: skip
+             "load_config('cartpole_ppo').exp_name); "
+             "from ding_dist.utils.install import install_hint; print(install_hint('render'))")  # fmt: skip
     found = subprocess.run([str(python), "-c", probe], cwd=elsewhere, env=_env(), capture_output=True, text=True)
     assert found.returncode == 0, found.stderr
     site = Path(sysconfig.get_paths(vars={"base": str(root / "venv")})["purelib"])
-    assert found.stdout.splitlines() == [str(site / "ding_dist" / "configs" / "cartpole_ppo_config.py"),
-                                         "ppo cartpole_ppo"]  # fmt: skip
+    assert found.stdout.splitlines() == [
+        str(site / "ding_dist" / "configs" / "cartpole_ppo_config.py"),
+        "ppo cartpole_ppo",
+        'pip install "pygame>=2.1" "moviepy>=1.0"',
+    ]  # a wheel: no checkout to name
+    # fmt: skip
 
     cmd = [str(python.parent / "ding-dist"), "train", "--algo", "ppo", "--env", "CartPole-v1", "--max-env-steps",
            "256", "--exp-dir", str(run)]  # fmt: skip

@@ -14,6 +14,7 @@ from easydict import EasyDict
 
 from ding_dist.entry import cli
 from ding_dist.entry.cli.video import record_gif, write_gif
+from ding_dist.utils.install import install_hint
 
 Image = pytest.importorskip("PIL.Image")
 PPO = Path(__file__).resolve().parents[2] / "configs" / "cartpole_ppo_config.py"
@@ -113,8 +114,7 @@ def test_missing_pygame_is_one_line_with_the_one_install_command(tmp_path, ppo_r
     assert cli.main(["eval", "--ckpt", str(ppo_run), "--episodes", "1", "--gif", str(out)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert [line for line in err if " INFO ding_dist." not in line] == [
-        "ding-dist: error: rendering 'CartPole-v1' needs pygame, part of the render extra: "
-        'pip install -e ".[render]" in the ding_dist checkout'
+        f"ding-dist: error: rendering 'CartPole-v1' needs pygame, part of the render extra: {install_hint('render')}"
     ]
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
@@ -125,7 +125,6 @@ def test_eval_gif_needs_gif_suffix(tmp_path, ppo_run, capsys):
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "--gif must end in .gif" in lines[0]
     assert not (tmp_path / "x.png").exists()
-
 
 
 @pytest.mark.parametrize(("flag", "name"), [("--gif", "x.gif"), ("--video", "x.mp4")])

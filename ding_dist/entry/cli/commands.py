@@ -49,7 +49,8 @@ from ding_dist.entry.cli.local_launch import launch_local
 from ding_dist.entry.cli.parser import build_parser
 from ding_dist.utils.exp_lock import ExperimentInUseError
 from ding_dist.utils.fileio import shown_path
-from ding_dist.utils.logging import TRACK_ENV, WANDB_HINT, get_logger
+from ding_dist.utils.install import install_hint
+from ding_dist.utils.logging import TRACK_ENV, get_logger
 
 __all__ = ["main", "run", "resolve_checkpoint"]
 
@@ -332,6 +333,21 @@ def _resume_is_done(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
     return True
 
 
+def _check_config_or_name(args: argparse.Namespace) -> None:
+    """Exactly one of: CONFIG, or ``--algo`` with ``--env`` (or ``--resume``, which gave CONFIG); else one line."""
+    by_name = [f for f, v in (("--algo", args.algo), ("--env", args.env)) if v is not None]
+    if args.config is not None and by_name:
+        raise UsageError(f"give CONFIG ({args.config!r}) or {' and '.join(by_name)}, not both: --algo ALGO --env "
+                         "ENV_ID trains without a config file")  # fmt: skip
+    if len(by_name) == 1:
+        other = "--env ENV_ID" if by_name == ["--algo"] else "--algo ALGO"
+        raise UsageError(f"{by_name[0]} needs {other} too (e.g. --algo ppo --env Pendulum-v1)")
+    if args.config is None and not by_name:
+        raise UsageError(
+            "give a CONFIG file, or --algo ALGO --env ENV_ID (e.g. --algo ppo --env Pendulum-v1), or --resume EXP_DIR"
+        )
+
+
 def _train(args: argparse.Namespace) -> int:
     from ding_dist.entry import pipeline
     from ding_dist.utils.checkpoint import CheckpointManager
@@ -345,10 +361,7 @@ def _train(args: argparse.Namespace) -> int:
             print(f"{PROG}: requeued job ({REQUEUE_ENV}={restarts}): resuming {args.resume}", file=sys.stderr)
     if args.resume is not None and args.config is None and args.algo is None and args.env is None:
         args.config = _resume_config(args.resume)  # the run's own saved config
-    if (args.algo is None) != (args.env is None) or (args.algo is not None) == (args.config is not None):
-        raise UsageError(
-            "give a CONFIG file, or --algo ALGO --env ENV_ID (e.g. --algo ppo --env Pendulum-v1), or --resume EXP_DIR"
-        )
+    _check_config_or_name(args)
     if args.algo is not None:
         from ding_dist.config.presets import preset_config
 
@@ -462,7 +475,7 @@ def _check_wandb() -> str:
     except (ImportError, ValueError):  # e.g. a broken or half-installed package
         found = False
     if not found:
-        raise UsageError(f"--track needs the wandb package: {WANDB_HINT}")
+        raise UsageError(f"--track needs the wandb package: {install_hint('wandb')}")
     return "1"
 
 
