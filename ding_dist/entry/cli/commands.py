@@ -647,14 +647,18 @@ def _config_show(args: argparse.Namespace) -> int:
         "actor_learner": actor_learner_default_config(),
     }
     rows = describe(cfg, schema, policy_type)
-    print(markdown_table(rows) if args.markdown else format_rows(rows))
+    print(markdown_table(rows, values=True) if args.markdown else format_rows(rows))
     return 0
 
 
 def _ckpt_convert(args: argparse.Namespace) -> int:
     """``ckpt convert FILE``: the checkpoint rewritten as plain tensors and values (:func:`convert_checkpoint`)."""
-    from ding_dist.utils.checkpoint import convert_checkpoint, load_checkpoint
+    from ding_dist.utils.checkpoint import checkpoint_is_current, convert_checkpoint, load_checkpoint
 
+    if checkpoint_is_current(args.file):  # nothing to rewrite: no copy, no .orig
+        print(f"{PROG}: {shown_path(args.file)} already loads without running code (the current format): "
+              "nothing to convert, nothing written")  # fmt: skip
+        return 0
     written = convert_checkpoint(args.file, args.out)
     load_checkpoint(written)  # proof: it loads without running code now
     kept = f", the original kept as {written.name}.orig" if args.out is None else ""

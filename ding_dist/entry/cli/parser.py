@@ -210,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument("config", help="Python config file defining main_config (and create_config)")
     _add_overrides(show, "config overrides, as for train")
-    show.add_argument("--markdown", action="store_true", help="a markdown table (key, default, meaning)")
+    show.add_argument("--markdown", action="store_true", help="a markdown table (key, value, default, meaning)")
 
     ckpt = _command(sub, "ckpt", "checkpoint files", CKPT_EXAMPLES)
     ckpt_sub = ckpt.add_subparsers(dest="ckpt_command", required=True, metavar="{convert}", parser_class=_Parser)
