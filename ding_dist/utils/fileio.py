@@ -27,20 +27,14 @@ __all__ = [
 
 
 def shown_path(path: str | os.PathLike | None) -> str:
-    """How log lines show a path, the same however the run was started: relative to the current folder when
-    it lies inside it, else absolute.
+    """How log lines show a path: as it was given (a relative one relative, an absolute one absolute), the same
+    however the run was started, since the launcher hands its ranks the experiment folder as the user gave it.
 
     Example:
-        >>> shown_path(Path.cwd() / "runs" / "x") == os.path.join("runs", "x")
-        True
+        >>> shown_path(Path("runs") / "x"), shown_path("/data/runs/x")
+        ('runs/x', '/data/runs/x')
     """
-    if path is None:
-        return "None"
-    absolute = Path(os.path.abspath(path))
-    try:
-        return str(absolute.relative_to(Path.cwd()))
-    except ValueError:
-        return str(absolute)
+    return "None" if path is None else os.fspath(path)
 
 
 def unwritable_reason(path: str | os.PathLike, folder: bool = False) -> str | None:

@@ -129,7 +129,8 @@ def _env_set(values: dict[str, str]) -> Iterator[None]:
 
 
 def _child_argv(args: argparse.Namespace, config: Path, exp_dir: Path) -> list[str]:
-    # An absolute experiment folder: restarted ranks must find the checkpoints of the failed ones.
+    # The experiment folder as the user gave it (the ranks share the launcher's working folder, restarted ones too),
+    # so every rank shows it as given; the one folder chosen by the launcher, so no rank picks another.
     argv = ["train", str(config), "--exp-dir", str(exp_dir), "--health-timeout", repr(args.health_timeout)]
     if args.seed is not None:
         argv += ["--seed", str(args.seed)]
@@ -138,7 +139,7 @@ def _child_argv(args: argparse.Namespace, config: Path, exp_dir: Path) -> list[s
     if args.max_env_steps is not None:
         argv += ["--max-env-steps", str(args.max_env_steps)]
     if args.resume is not None:
-        argv += ["--resume", str(Path(args.resume).resolve())]
+        argv += ["--resume", str(args.resume)]
     if args.timeout is not None:
         argv += ["--timeout", repr(args.timeout)]
     if args.debug:
@@ -390,7 +391,9 @@ def _train(args: argparse.Namespace) -> int:
     args.nproc = _actor_learner_nproc(args)
     cfg = _check_compiles(config, args)
     if not _under_launcher():  # a folder no rank can write: one line now, not a traceback from every rank
-        _check_writable(args.exp_dir or args.resume or pipeline.default_exp_dir(cfg.exp_name), args)
+        if args.exp_dir is None and args.resume is None:  # chosen (and said) once, here: every rank gets it
+            args.exp_dir, args.exp_dir_chosen = str(pipeline.default_exp_dir(cfg.exp_name)), True
+        _check_writable(args.exp_dir or args.resume, args)
     if args.resume is not None and _continues_past_stop_value(args, cfg, resumed):
         cfg = _compile(config, args)
     if args.resume is not None and _resume_is_done(args, cfg, resumed):
@@ -419,11 +422,11 @@ def _train(args: argparse.Namespace) -> int:
         if args.nnodes is not None:  # this node's part of an elastic multi-node job
             from ding_dist.entry.cli.elastic_launch import launch_elastic
 
-            exp_dir = Path(args.exp_dir or args.resume).resolve()
-            code = launch_elastic(args, cfg, args.nproc, exp_dir, _child_argv(args, config, exp_dir))
+            exp_dir = Path(args.exp_dir or args.resume)
+            code = launch_elastic(args, cfg, args.nproc, exp_dir.resolve(), _child_argv(args, config, exp_dir))
         elif args.nproc > 1 or args.max_restarts > 0:
             _check_local_world(cfg, args.nproc)
-            exp_dir = Path(args.exp_dir or args.resume or pipeline.default_exp_dir(cfg.exp_name)).resolve()
+            exp_dir = Path(args.exp_dir or args.resume)
             code = launch_local(args.nproc, args.max_restarts, _child_argv(args, config, exp_dir), main)
         else:
             code = _run_rank(args, cfg)
@@ -447,7 +450,8 @@ def _elastic_job_folder(args: argparse.Namespace) -> bool:
 
 def _check_writable(folder: str | os.PathLike, args: argparse.Namespace) -> None:
     """Raise ``UsageError`` unless the experiment folder can be created and written."""
-    what = "--exp-dir" if args.exp_dir else "--resume" if args.resume else "the experiment folder"
+    what = "the experiment folder" if getattr(args, "exp_dir_chosen", False) else "--exp-dir" if args.exp_dir else (
+        "--resume")  # fmt: skip
     refuse_unwritable(folder, what, folder=True)
 
 
@@ -690,7 +694,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         error_line(" ".join(str(e).split()))
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        if "RANK" not in os.environ:  # a rank leaves it to its launcher, which says it once for all of them
+            print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_SIGINT
     except SystemExit as e:
         if e.code == EXIT_SIGTERM:  # the pipeline's SIGTERM handler: envs and writers are closed by now
