@@ -303,3 +303,33 @@ def test_real_runs_group_by_seed(tmp_path):
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels == ["learning_rate=0.0023 (n=2)", "learning_rate=0.01"]
     assert len(fig.axes[0].collections) == 1
+
+
+@pytest.mark.parametrize("groups", [3, 4, 7])
+def test_long_labels_keep_the_legend_inside_the_image(tmp_path, groups):
+    """Three or more lines whose labels name long config values: the legend fits the PNG, no label cut at an edge."""
+    dirs = []
+    for g in range(groups):
+        for seed in (1, 2):  # a group of seeds: "(n=2)" or "(n=2, 1 ended early)" joins the label
+            steps = {100: 1.0, 200: 2.0} if seed == 1 or g % 2 else {100: 1.0}
+            folder = tmp_path / f"g{g}_s{seed}"
+            _run(folder, seed, steps, lr=0.0001234567 * (g + 1))
+            (folder / "config.py").write_text(
+                f"main_config = dict(exp_name='x', seed={seed}, env=dict(id='VeryLongEnvironmentName{g}-v{g}'), "
+                f"policy=dict(learn=dict(learning_rate={0.0001234567 * (g + 1)}), model=dict(hidden_sizes="
+                f"[{256 + g}, {256 + g}, {256 + g}])))\ncreate_config = dict(policy=dict(type='dqn'))\n"
+            )
+            dirs.append(folder)
+    for keys in ("eval/mean_reward", "eval/mean_reward,train/loss"):
+        fig = build_figure(dirs, keys=keys)
+        fig.canvas.draw()
+        (legend,) = fig.legends
+        assert len(legend.get_texts()) == groups and max(len(t.get_text()) for t in legend.get_texts()) > 60
+        renderer = fig.canvas.get_renderer()
+        box = legend.get_window_extent(renderer)
+        assert 0 <= box.x0 and box.x1 <= fig.bbox.x1 and 0 <= box.y0 and box.y1 <= fig.bbox.y1
+        for text in legend.get_texts():
+            extent = text.get_window_extent(renderer)
+            assert 0 <= extent.x0 and extent.x1 <= fig.bbox.x1
+        for ax in fig.axes:
+            assert not _overlaps(box, ax.get_window_extent(renderer))

@@ -469,8 +469,7 @@ def build_figure(
 
     cols = min(len(chosen), 3)
     rows = math.ceil(len(chosen) / cols)
-    legend_rows = math.ceil(len(groups) / 3) if len(groups) > 1 else 0
-    fig = Figure(figsize=(max(5.2 * cols, 6.0), 3.8 * rows + 0.3 * legend_rows), layout="constrained")
+    fig = Figure(figsize=(max(5.2 * cols, 6.0), 3.8 * rows), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     styles = ["-", "--", ":", "-."]
@@ -496,11 +495,27 @@ def build_figure(
         ax.set_visible(False)
     title = _legend_title(groups)
     if len(handles) > 1 or title:
-        fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=min(len(handles), 3),
-                   fontsize="small", frameon=False, title=title, title_fontsize="small")  # fmt: skip
+        _fit_legend(fig, handles, title)
     if len(groups) == 1:
         fig.suptitle(labels[0], fontsize="medium")
     return fig
+
+
+def _fit_legend(fig: Any, handles: Mapping[str, Any], title: str | None) -> None:
+    """The legend below the panels in as many columns (up to 3) as the figure's width holds, measured: long labels
+    take fewer columns, and one column wider than the figure widens it; the figure grows by the legend's rows."""
+    renderer = fig.canvas.get_renderer()
+    base_height = fig.get_figheight()
+    for ncol in range(min(len(handles), 3), 0, -1):
+        legend = fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=ncol,
+                            fontsize="small", frameon=False, title=title, title_fontsize="small")  # fmt: skip
+        box = legend.get_window_extent(renderer)
+        if box.width <= 0.97 * fig.bbox.width or ncol == 1:
+            break
+        legend.remove()
+    if box.width > 0.97 * fig.bbox.width:
+        fig.set_figwidth(box.width / 0.97 / fig.dpi)
+    fig.set_figheight(base_height + box.height / fig.dpi)
 
 
 def plot_curves(
