@@ -201,7 +201,7 @@ def test_figure_draws_mean_band_smoothing_and_wall_time(tmp_path):
     np.testing.assert_allclose(smoothed.axes[0].get_lines()[0].get_ydata(), [10.0, 15.0, 40.0])
     by_wall = build_figure([alone], x="wall_time")
     assert by_wall.axes[0].get_lines()[0].get_xdata().tolist() == [0.0, 4.0, 10.0]
-    assert by_wall.axes[0].get_xlabel() == "wall time (s)"
+    assert by_wall.axes[0].get_xlabel() == "wall time (s since the first record)"  # logged without time/wall_time_s
     two = build_figure([alone], keys="eval/mean_reward,train/loss")
     assert [a.get_title() for a in two.axes] == ["eval/mean_reward", "train/loss"]
 
@@ -333,3 +333,24 @@ def test_long_labels_keep_the_legend_inside_the_image(tmp_path, groups):
             assert 0 <= extent.x0 and extent.x1 <= fig.bbox.x1
         for ax in fig.axes:
             assert not _overlaps(box, ax.get_window_extent(renderer))
+
+
+def test_wall_time_leaves_out_the_pause_before_a_resume(tmp_path):
+    """--x wall_time is the training clock (time/wall_time_s): a run resumed 1000 s later goes on where it stopped;
+    a record without that key (an evaluation of its own) is placed by its env step between the clock's records."""
+    run = _run(tmp_path / "r", 0, {})
+    with MetricWriter(run / "tb", tensorboard=False) as w:
+        for step, train_s in ((100, 5.0), (200, 10.0), (300, 26.0), (400, 30.0)):  # 300, 400: after the resume
+            w.scalars({"eval/mean_reward": step / 100, "time/wall_time_s": train_s}, step)
+        w.scalars({"eval/mean_reward": 2.5}, 250)
+    path = run / "tb" / "metrics.jsonl"
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    for rec in recs:  # the record times: the resume came 1000 s after the last record before it
+        rec["wall_time"] = {100: 0.0, 200: 5.0, 250: 1011.0, 300: 1016.0, 400: 1020.0}[rec["step"]]
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    line = build_figure([run], x="wall_time").axes[0].get_lines()[0]
+    assert line.get_xdata().tolist() == [5.0, 10.0, 18.0, 26.0, 30.0]  # 250: halfway between 10 and 26
+    assert line.get_ydata().tolist() == [1.0, 2.0, 2.5, 3.0, 4.0]
+    assert build_figure([run], x="wall_time").axes[0].get_xlabel() == (
+        "training time (s; pauses before a resume left out)"
+    )

@@ -417,7 +417,9 @@ def _add_plot(plot: argparse.ArgumentParser) -> None:
         "--x",
         choices=("env_steps", "wall_time"),
         default="env_steps",
-        help="x axis: env steps (default) or wall time, seconds since the run's first record",
+        help="x axis: env steps (default) or wall time: seconds of training (time/wall_time_s, the clock of "
+        "result.json's wall_time_s), so the idle time before a resume is subtracted, not drawn as a line; runs "
+        "logged without that key: seconds since their first record",
     )
     plot.add_argument(
         "--no-group",

@@ -9,7 +9,9 @@ the runs present there (a band needs 2); a run that stopped because it reached `
 (``result.json``: ``"stopped_by": "stop_value"``) is present up to the group's end, holding its last value,
 any other run (stopped otherwise, still running, crashed) only up to its last record. A run alone is drawn
 as its own line. ``smooth`` is a trailing moving average over the last W logged points of each run, applied
-before grouping. Labels name the config values that differ between groups, else the folder names.
+before grouping. Labels name the config values that differ between groups, else the folder names. The x axis
+``wall_time`` is the run's seconds of training (``time/wall_time_s``), so a resumed run's curve goes on where it
+stopped instead of drawing a line across the idle time before the resume.
 
 Example::
 
@@ -54,6 +56,8 @@ PLOT_KEYS = ("rollout/ep_rew_mean", "eval/mean_reward")
 DEFAULT_KEYS = ("eval/mean_reward",)
 FALLBACK_KEYS = ("rollout/ep_rew_mean",)
 X_AXES = ("env_steps", "wall_time")
+#: The loops' seconds of training over a run's segments (``--x wall_time``'s clock).
+TRAINING_TIME_KEY = "time/wall_time_s"
 _IGNORED_FOR_GROUPING = ("seed", "exp_name")
 HELD = "stop_value"  # result.json's stopped_by of a run that solved its task: its curve holds its last value
 _FIND_DEPTH = 2  # how far below a folder of runs ``find_runs`` looks
@@ -247,14 +251,32 @@ def smooth(values: Sequence[float], window: int) -> list[float]:
     return out
 
 
+def _training_time(run: Run) -> tuple[list[int], list[float]] | None:
+    """``(env steps, seconds of training)`` from ``time/wall_time_s`` (logged with every record of the loops), or
+    None for a run logged without it."""
+    by_step = {step: value for step, _, value in run.points.get(TRAINING_TIME_KEY, []) if math.isfinite(value)}
+    if not by_step:
+        return None
+    steps = sorted(by_step)
+    return steps, [by_step[s] for s in steps]
+
+
 def _curve(run: Run, key: str, x: str, window: int) -> tuple[list[float], list[float]]:
-    """``(xs, ys)`` of ``key`` in ``run``: finite values, one per env step (the last), smoothed."""
+    """``(xs, ys)`` of ``key`` in ``run``: finite values, one per env step (the last), smoothed. ``x="wall_time"``:
+    the run's seconds of training at each record's env step (``time/wall_time_s``, interpolated between its records:
+    the idle time before a resume is not on this clock), or for runs logged without it seconds since the first
+    record."""
+    import numpy as np
+
     by_step: dict[int, tuple[float, float]] = {}
     for step, wall, value in run.points.get(key, []):
         if math.isfinite(value):
             by_step[step] = (wall, value)
     steps = sorted(by_step)
-    if x == "wall_time":
+    clock = _training_time(run) if x == "wall_time" else None
+    if clock is not None:
+        pairs = [(float(t), by_step[s][1]) for s, t in zip(steps, np.interp(steps, *clock))]
+    elif x == "wall_time":
         start = min((w for pts in run.points.values() for _, w, _ in pts if math.isfinite(w)), default=0.0)
         pairs = sorted((by_step[s][0] - start, by_step[s][1]) for s in steps if math.isfinite(by_step[s][0]))
     else:
@@ -488,7 +510,7 @@ def build_figure(
                 ax.fill_between(grid, low, high, color=color, alpha=0.2, lw=0)
             handles.setdefault(label, line)
         ax.set_title(key, fontsize="medium")
-        ax.set_xlabel("env steps" if x == "env_steps" else "wall time (s)")
+        ax.set_xlabel(_x_label(x, [r for g in groups for r in g]))
         ax.set_ylabel("return" if key.endswith(("reward", "rew_mean")) else key.rsplit("/", 1)[-1])
         ax.grid(alpha=0.3)
     for ax in axes[len(chosen) :]:
@@ -499,6 +521,15 @@ def build_figure(
     if len(groups) == 1:
         fig.suptitle(labels[0], fontsize="medium")
     return fig
+
+
+def _x_label(x: str, runs: Sequence[Run]) -> str:
+    if x == "env_steps":
+        return "env steps"
+    clocks = {_training_time(r) is not None for r in runs}
+    if clocks == {True}:
+        return "training time (s; pauses before a resume left out)"
+    return "wall time (s since the first record)" if clocks == {False} else "training time, or wall time (s)"
 
 
 def _fit_legend(fig: Any, handles: Mapping[str, Any], title: str | None) -> None:
@@ -530,8 +561,9 @@ def plot_curves(
     """Write a PNG: one panel per key, one line per group of seeds (mean and 95% band) or per run.
 
     ``keys`` (a list or ``"a,b"``) defaults to ``eval/mean_reward`` (``rollout/ep_rew_mean`` for runs
-    without evaluations); ``x`` is ``"env_steps"`` or ``"wall_time"`` (seconds since the run's first
-    record); ``smooth_window`` averages the last W points; ``group=False`` draws every run alone.
+    without evaluations); ``x`` is ``"env_steps"`` or ``"wall_time"`` (seconds of training, the idle time
+    before a resume left out; for runs logged without ``time/wall_time_s``, seconds since the first record);
+    ``smooth_window`` averages the last W points; ``group=False`` draws every run alone.
 
     Example:
         >>> plot_curves(["runs/dqn_s1", "runs/dqn_s2"], "curve.png", smooth_window=3)  # doctest: +SKIP
