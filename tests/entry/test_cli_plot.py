@@ -354,3 +354,21 @@ def test_wall_time_leaves_out_the_pause_before_a_resume(tmp_path):
     assert build_figure([run], x="wall_time").axes[0].get_xlabel() == (
         "training time (s; pauses before a resume left out)"
     )
+
+
+def test_band_iqm_draws_the_interquartile_mean_and_its_bootstrap_interval(tmp_path):
+    # five seeds, one far off: the IQM (middle three) differs from the mean at every step
+    values = {1: 1.0, 2: 2.0, 3: 3.0, 4: 4.0, 5: 100.0}
+    runs = [_run(tmp_path / f"s{s}", s, {100: v, 200: 2.0 * v}) for s, v in values.items()]
+    xs, ys, upper = _seed_line(build_figure(runs, band="iqm"))
+    middle = sorted(values.values())[1:4]  # floor(5 / 4) = 1 cut from each end
+    assert xs.tolist() == [100.0, 200.0]
+    np.testing.assert_allclose(ys, [sum(middle) / 3, 2.0 * sum(middle) / 3])  # 3.0 and 6.0; the mean is 22, 44
+    # the band: 2000 resamples of the five seeds with replacement (seed 0), the IQM of each, the 97.5th percentile
+    rng = np.random.default_rng(0)
+    seeds = np.array(list(values.values()))
+    draws = seeds[rng.integers(0, 5, size=(2000, 5, 1))].reshape(2000, 5)
+    iqms = [np.sort(d)[1:4].mean() for d in draws]
+    np.testing.assert_allclose(upper, [np.percentile(iqms, 97.5), 2.0 * np.percentile(iqms, 97.5)])
+    assert build_figure(runs).legends[0].get_title().get_text().startswith("mean and 95% CI")
+    assert build_figure(runs, band="iqm").legends[0].get_title().get_text().startswith("IQM and stratified")

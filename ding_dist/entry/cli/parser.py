@@ -162,6 +162,7 @@ EVAL_EXAMPLES = """examples:
 PLOT_EXAMPLES = """examples:
   ding-dist plot runs/cartpole_ppo --out curve.png
   ding-dist plot runs/ppo_s0 runs/ppo_s1 runs/ppo_s2 --smooth 3    # seeds: their mean and a 95% band
+  ding-dist plot runs/ppo_s0 runs/ppo_s1 runs/ppo_s2 --band iqm    # or their IQM and a bootstrap 95% band
   ding-dist plot runs --keys eval/mean_reward,train/loss --x wall_time"""
 CKPT_EXAMPLES = """examples:
   ding-dist ckpt convert runs/old/ckpt/ckpt_000051200.pt       # a file you trust that eval/resume refuse"""
@@ -426,6 +427,14 @@ def _add_plot(plot: argparse.ArgumentParser) -> None:
         action="store_true",
         help="one line per run; by default runs that differ only in seed are one line: their mean and a 95%% "
         "confidence band (Student t over the seeds)",
+    )
+    plot.add_argument(
+        "--band",
+        choices=("mean", "iqm"),
+        default="mean",
+        help="a seed group's line and band: mean and Student t 95%% CI (default), or iqm: the interquartile mean "
+        "(mean of the middle half of the seeds; the plain mean under 4) and its 95%% percentile interval over "
+        "2000 stratified bootstrap resamples of the seeds (rliable's definition)",
     )
 
 
