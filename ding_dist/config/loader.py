@@ -14,6 +14,7 @@ from easydict import EasyDict
 
 from ding_dist.config.compile import to_plain
 from ding_dist.config.errors import ConfigError
+from ding_dist.config.shipped import find_config
 from ding_dist.utils.fileio import atomic_write_text
 
 __all__ = ["read_config", "save_config"]
@@ -22,7 +23,9 @@ __all__ = ["read_config", "save_config"]
 def read_config(path: str | os.PathLike) -> tuple[EasyDict, EasyDict]:
     """Execute the Python config file ``path`` and return its ``(main_config, create_config)``.
 
-    The file is run as a module named ``__ding_dist_config__`` (so an ``if __name__ == "__main__":``
+    ``path`` is found as the CLI finds CONFIG (:func:`~ding_dist.config.shipped.find_config`): a file that exists,
+    else a shipped config by name (``"cartpole_ppo"``, ``"configs/cartpole_ppo_config.py"``) from any folder. The
+    file is run as a module named ``__ding_dist_config__`` (so an ``if __name__ == "__main__":``
     block in it does not start training). ``create_config`` is optional and defaults to an empty dict.
     A missing file, an error while running it, or no ``main_config`` -> ConfigError naming the path.
 
@@ -33,10 +36,12 @@ def read_config(path: str | os.PathLike) -> tuple[EasyDict, EasyDict]:
         >>> main, create = read_config(p)
         >>> main.policy.cuda, dict(create)
         (False, {})
+        >>> read_config("cartpole_ppo")[1].policy.type  # a shipped config, by name
+        'ppo'
     """
     if not isinstance(path, (str, os.PathLike)):
         raise ConfigError(f"config path must be a str or os.PathLike, got {type(path).__name__} {path!r:.80}")
-    p = Path(path)
+    p = find_config(path)
     if not p.is_file():
         what = "is a directory, not a file" if p.is_dir() else "does not exist"
         raise ConfigError(f"config file {str(p)!r} {what}")

@@ -42,6 +42,7 @@ __all__ = [
     "CheckpointManager",
     "UnsafeCheckpointError",
     "capture_rng_state",
+    "checkpoint_is_current",
     "convert_checkpoint",
     "load_checkpoint",
     "restore_rng_state",
@@ -215,6 +216,24 @@ def _state_of(blob: Any, p: Path) -> dict:
             f"{', '.join(map(str, _READS))}"
         )
     return blob["state"]
+
+
+def checkpoint_is_current(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a ding_dist checkpoint of the current format that loads without running code: one
+    :func:`convert_checkpoint` would rewrite unchanged.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> p = save_checkpoint({"step": 1}, pathlib.Path(tempfile.mkdtemp()) / "c.pt")
+        >>> checkpoint_is_current(p)
+        True
+    """
+    try:
+        with _reading():
+            blob = torch.load(Path(path), map_location="cpu", weights_only=True)
+    except Exception:  # refused, corrupt, missing: convert_checkpoint says which
+        return False
+    return isinstance(blob, dict) and blob.get("format") == _FORMAT and blob.get("version") == _VERSION
 
 
 def convert_checkpoint(path: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:

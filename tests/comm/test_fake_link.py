@@ -172,10 +172,11 @@ def test_to_ddp_config_refuses_a_size_the_world_cannot_split():
     with pytest.raises(ConfigError) as info:  # a ValueError: never rounded up to a larger global batch
         dd.config.to_ddp_config(cfg, world_size=3)
     assert str(info.value) == (
-        "policy.learn.batch_size=256 cannot be split over 3 processes: use 255 or 258 (or another --nproc)"
+        "policy.learn.batch_size=256 cannot be split over 3 processes: --set policy.learn.batch_size=255 or 258; "
+        "or --nproc 1, which split every size"
     )
     with pytest.raises(ValueError, match=r"2 config errors: policy.learn.batch_size=257 .*n_sample=99 cannot be "
-                       r"split over 2 processes: use 98 or 100"):  # fmt: skip
+                       r"split over 2 processes: --set policy.collect.n_sample=98 or 100"):  # fmt: skip
         dd.config.to_ddp_config(EasyDict(policy=dict(learn=dict(batch_size=256 + 1), collect=dict(n_sample=99))), 2)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 import torch
 
 from ding_dist.config import read_config, save_config
-from ding_dist.utils import load_checkpoint, save_checkpoint
+from ding_dist.utils import load_checkpoint, read_metrics, save_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 DQN_CONFIG = REPO / "configs" / "cartpole_dqn_config.py"
@@ -152,3 +153,33 @@ def test_eval_defaults_to_the_run_config_and_names_a_checkpoint_of_another_polic
                            "policy 'ppo': ")  # fmt: skip
     line = _error_line(_eval(capsys, "--ckpt", tmp_path / "old.pt"))
     assert line.endswith("is not in a run folder with a saved config.py: give CONFIG")
+
+
+def test_a_larger_budget_continues_a_run_that_reached_its_stop_value(tmp_path):
+    """README's first command, then ``train --resume RUN --max-env-steps N`` (train --help's example): the run trains
+    on to N instead of "already done"; env.stop_value=None is said, shown as a diff and saved for later resumes."""
+    done = _cli("train", DQN_CONFIG, "--exp-dir", "run", "--max-env-steps", "2048", "--set", *FAST,
+                "env.stop_value=0", "policy.eval.eval_freq=256", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = tmp_path / "run"
+    assert _ckpts(run) == ["ckpt_000000256.pt"]  # solved at its first evaluation
+    done = _cli("train", "--resume", "run", "--max-env-steps", "768", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[0] == (
+        "ding-dist: run 'run' reached env.stop_value=0 at env step 256; it continues to --max-env-steps 768 with "
+        "env.stop_value=None (--set env.stop_value=V stops it at V instead)"
+    )
+    assert done.stdout.splitlines()[-1].startswith("trained 768 env steps")
+    assert "\n-        'stop_value': 0,\n+        'stop_value': None,\n" in done.stderr
+    assert read_config(run / "config_resume1.py")[0].env.stop_value is None
+    # the training clock of `plot --x wall_time` goes on across the resume, on result.json's clock
+    clock = [(r["step"], r["time/wall_time_s"]) for r in read_metrics(run / "tb") if "time/wall_time_s" in r]
+    assert [s for s, _ in clock] == sorted(s for s, _ in clock) and clock[-1][0] == 768
+    assert all(b >= a for (_, a), (_, b) in zip(clock, clock[1:]))
+    assert 0 < clock[-1][1] <= json.loads((run / "result.json").read_text())["wall_time_s"]
+    # a stop value given with it is kept: the run is done at once, as before
+    done = _cli("train", "--resume", "run", "--max-env-steps", "1024", "--set", "env.stop_value=0", cwd=tmp_path)
+    assert done.returncode == 0 and "is already done at env step 768" in done.stdout, done.stdout
+    # a budget it has reached already: done, the budget named
+    done = _cli("train", "--resume", "run", "--max-env-steps", "512", cwd=tmp_path)
+    assert done.stdout.strip().endswith("to continue, give --max-env-steps above 768"), done.stdout

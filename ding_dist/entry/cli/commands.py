@@ -43,12 +43,14 @@ from ding_dist.entry.cli.errors import (
     error_line,
     first_line,
     record_for_launcher,
+    refuse_unwritable,
 )
 from ding_dist.entry.cli.local_launch import launch_local
 from ding_dist.entry.cli.parser import build_parser
 from ding_dist.utils.exp_lock import ExperimentInUseError
 from ding_dist.utils.fileio import shown_path
-from ding_dist.utils.logging import TRACK_ENV, WANDB_HINT, get_logger
+from ding_dist.utils.install import install_hint
+from ding_dist.utils.logging import TRACK_ENV, get_logger
 
 __all__ = ["main", "run", "resolve_checkpoint"]
 
@@ -127,7 +129,8 @@ def _env_set(values: dict[str, str]) -> Iterator[None]:
 
 
 def _child_argv(args: argparse.Namespace, config: Path, exp_dir: Path) -> list[str]:
-    # An absolute experiment folder: restarted ranks must find the checkpoints of the failed ones.
+    # The experiment folder as the user gave it (the ranks share the launcher's working folder, restarted ones too),
+    # so every rank shows it as given; the one folder chosen by the launcher, so no rank picks another.
     argv = ["train", str(config), "--exp-dir", str(exp_dir), "--health-timeout", repr(args.health_timeout)]
     if args.seed is not None:
         argv += ["--seed", str(args.seed)]
@@ -136,7 +139,7 @@ def _child_argv(args: argparse.Namespace, config: Path, exp_dir: Path) -> list[s
     if args.max_env_steps is not None:
         argv += ["--max-env-steps", str(args.max_env_steps)]
     if args.resume is not None:
-        argv += ["--resume", str(Path(args.resume).resolve())]
+        argv += ["--resume", str(args.resume)]
     if args.timeout is not None:
         argv += ["--timeout", repr(args.timeout)]
     if args.debug:
@@ -297,6 +300,24 @@ def _resume_config(exp_dir: str) -> str:
     return str(found)
 
 
+def _continues_past_stop_value(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
+    """``--resume RUN --max-env-steps N`` with N above the steps of a run that reached ``env.stop_value``: the run
+    continues to N, so ``env.stop_value=None`` joins the overrides (unless ``--set`` gives one); True (after one line
+    on stdout) when it was added and the config must be compiled again."""
+    from ding_dist.entry.services.run_folder import reached_stop_value
+
+    stop, steps = cfg.env.get("stop_value"), (state.get("counters") or {}).get("env_steps", 0)
+    given = any(o.split("=", 1)[0].strip() == "env.stop_value" for o in args.overrides)
+    if args.max_env_steps is None or args.max_env_steps <= steps or given or not reached_stop_value(state, stop):
+        return False
+    args.overrides = [*args.overrides, "env.stop_value=None"]
+    if os.environ.get("RANK", "0") == "0":
+        print(f"{PROG}: run {args.resume!r} reached env.stop_value={stop:g} at env step {steps}; it continues to "
+              f"--max-env-steps {args.max_env_steps} with env.stop_value=None (--set env.stop_value=V stops it at V "
+              "instead)", flush=True)  # fmt: skip
+    return True
+
+
 def _resume_is_done(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
     """A resume keeps the run's ``--max-env-steps`` unless given again; True (after one line on stdout) when
     the run already reached it or ``env.stop_value``, so no iteration is run."""
@@ -313,6 +334,21 @@ def _resume_is_done(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
     return True
 
 
+def _check_config_or_name(args: argparse.Namespace) -> None:
+    """Exactly one of: CONFIG, or ``--algo`` with ``--env`` (or ``--resume``, which gave CONFIG); else one line."""
+    by_name = [f for f, v in (("--algo", args.algo), ("--env", args.env)) if v is not None]
+    if args.config is not None and by_name:
+        raise UsageError(f"give CONFIG ({args.config!r}) or {' and '.join(by_name)}, not both: --algo ALGO --env "
+                         "ENV_ID trains without a config file")  # fmt: skip
+    if len(by_name) == 1:
+        other = "--env ENV_ID" if by_name == ["--algo"] else "--algo ALGO"
+        raise UsageError(f"{by_name[0]} needs {other} too (e.g. --algo ppo --env Pendulum-v1)")
+    if args.config is None and not by_name:
+        raise UsageError(
+            "give a CONFIG file, or --algo ALGO --env ENV_ID (e.g. --algo ppo --env Pendulum-v1), or --resume EXP_DIR"
+        )
+
+
 def _train(args: argparse.Namespace) -> int:
     from ding_dist.entry import pipeline
     from ding_dist.utils.checkpoint import CheckpointManager
@@ -326,10 +362,7 @@ def _train(args: argparse.Namespace) -> int:
             print(f"{PROG}: requeued job ({REQUEUE_ENV}={restarts}): resuming {args.resume}", file=sys.stderr)
     if args.resume is not None and args.config is None and args.algo is None and args.env is None:
         args.config = _resume_config(args.resume)  # the run's own saved config
-    if (args.algo is None) != (args.env is None) or (args.algo is not None) == (args.config is not None):
-        raise UsageError(
-            "give a CONFIG file, or --algo ALGO --env ENV_ID (e.g. --algo ppo --env Pendulum-v1), or --resume EXP_DIR"
-        )
+    _check_config_or_name(args)
     if args.algo is not None:
         from ding_dist.config.presets import preset_config
 
@@ -358,7 +391,11 @@ def _train(args: argparse.Namespace) -> int:
     args.nproc = _actor_learner_nproc(args)
     cfg = _check_compiles(config, args)
     if not _under_launcher():  # a folder no rank can write: one line now, not a traceback from every rank
-        _check_writable(args.exp_dir or args.resume or pipeline.default_exp_dir(cfg.exp_name), args)
+        if args.exp_dir is None and args.resume is None:  # chosen (and said) once, here: every rank gets it
+            args.exp_dir, args.exp_dir_chosen = str(pipeline.default_exp_dir(cfg.exp_name)), True
+        _check_writable(args.exp_dir or args.resume, args)
+    if args.resume is not None and _continues_past_stop_value(args, cfg, resumed):
+        cfg = _compile(config, args)
     if args.resume is not None and _resume_is_done(args, cfg, resumed):
         return 0
     if cfg.actor_learner.actors and args.actors is None:  # the roles come from the config file
@@ -385,11 +422,11 @@ def _train(args: argparse.Namespace) -> int:
         if args.nnodes is not None:  # this node's part of an elastic multi-node job
             from ding_dist.entry.cli.elastic_launch import launch_elastic
 
-            exp_dir = Path(args.exp_dir or args.resume).resolve()
-            code = launch_elastic(args, cfg, args.nproc, exp_dir, _child_argv(args, config, exp_dir))
+            exp_dir = Path(args.exp_dir or args.resume)
+            code = launch_elastic(args, cfg, args.nproc, exp_dir.resolve(), _child_argv(args, config, exp_dir))
         elif args.nproc > 1 or args.max_restarts > 0:
             _check_local_world(cfg, args.nproc)
-            exp_dir = Path(args.exp_dir or args.resume or pipeline.default_exp_dir(cfg.exp_name)).resolve()
+            exp_dir = Path(args.exp_dir or args.resume)
             code = launch_local(args.nproc, args.max_restarts, _child_argv(args, config, exp_dir), main)
         else:
             code = _run_rank(args, cfg)
@@ -412,23 +449,10 @@ def _elastic_job_folder(args: argparse.Namespace) -> bool:
 
 
 def _check_writable(folder: str | os.PathLike, args: argparse.Namespace) -> None:
-    """Raise ``UsageError`` unless the experiment folder can be created and written (checked at its nearest
-    existing ancestor, with a file created and removed there, so a read-only mount is caught for root too)."""
-    import tempfile
-
-    what = "--exp-dir" if args.exp_dir else "--resume" if args.resume else "the experiment folder"
-    target = Path(folder).absolute()
-    existing = target
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    try:
-        if not existing.is_dir():
-            raise NotADirectoryError(f"{existing} is a file")
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as e:
-        why = f"{e.strerror or e} at {str(existing)!r}"
-        raise UsageError(f"{what} {str(folder)!r} cannot be written ({why}); choose another folder") from None
+    """Raise ``UsageError`` unless the experiment folder can be created and written."""
+    what = "the experiment folder" if getattr(args, "exp_dir_chosen", False) else "--exp-dir" if args.exp_dir else (
+        "--resume")  # fmt: skip
+    refuse_unwritable(folder, what, folder=True)
 
 
 def _resumed_world(args: argparse.Namespace, state: dict) -> int:
@@ -455,7 +479,7 @@ def _check_wandb() -> str:
     except (ImportError, ValueError):  # e.g. a broken or half-installed package
         found = False
     if not found:
-        raise UsageError(f"--track needs the wandb package: {WANDB_HINT}")
+        raise UsageError(f"--track needs the wandb package: {install_hint('wandb')}")
     return "1"
 
 
@@ -538,6 +562,9 @@ def _eval(args: argparse.Namespace) -> int:
         raise UsageError(f"--gif must end in .gif, got {args.gif!r}")
     if args.video and Path(args.video).suffix.lower() != ".mp4":
         raise UsageError(f"--video must end in .mp4, got {args.video!r}")
+    for flag, out in (("--video", args.video), ("--gif", getattr(args, "gif", None))):
+        if out:
+            refuse_unwritable(out, flag)  # before the evaluation and the rendering
     from ding_dist.comm import DistContext
     from ding_dist.entry import pipeline
 
@@ -624,14 +651,18 @@ def _config_show(args: argparse.Namespace) -> int:
         "actor_learner": actor_learner_default_config(),
     }
     rows = describe(cfg, schema, policy_type)
-    print(markdown_table(rows) if args.markdown else format_rows(rows))
+    print(markdown_table(rows, values=True) if args.markdown else format_rows(rows))
     return 0
 
 
 def _ckpt_convert(args: argparse.Namespace) -> int:
     """``ckpt convert FILE``: the checkpoint rewritten as plain tensors and values (:func:`convert_checkpoint`)."""
-    from ding_dist.utils.checkpoint import convert_checkpoint, load_checkpoint
+    from ding_dist.utils.checkpoint import checkpoint_is_current, convert_checkpoint, load_checkpoint
 
+    if checkpoint_is_current(args.file):  # nothing to rewrite: no copy, no .orig
+        print(f"{PROG}: {shown_path(args.file)} already loads without running code (the current format): "
+              "nothing to convert, nothing written")  # fmt: skip
+        return 0
     written = convert_checkpoint(args.file, args.out)
     load_checkpoint(written)  # proof: it loads without running code now
     kept = f", the original kept as {written.name}.orig" if args.out is None else ""
@@ -663,7 +694,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         error_line(" ".join(str(e).split()))
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        if "RANK" not in os.environ:  # a rank leaves it to its launcher, which says it once for all of them
+            print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_SIGINT
     except SystemExit as e:
         if e.code == EXIT_SIGTERM:  # the pipeline's SIGTERM handler: envs and writers are closed by now

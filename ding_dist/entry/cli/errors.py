@@ -26,6 +26,7 @@ __all__ = [
     "error_line",
     "first_line",
     "record_for_launcher",
+    "refuse_unwritable",
 ]
 
 PROG = "ding-dist"
@@ -75,3 +76,21 @@ def record_for_launcher(e: BaseException) -> None:
         from torch.distributed.elastic.multiprocessing.errors import get_error_handler
 
         get_error_handler().record_exception(e)
+
+
+def refuse_unwritable(path: str | os.PathLike, what: str, folder: bool = False) -> None:
+    """Raise :class:`UsageError` (one line) unless ``path``, an output file (``folder``: a folder) named by ``what``
+    (e.g. ``--out``), can be written; checked before any work, not after an episode was rendered or runs were read.
+
+    Example:
+        >>> refuse_unwritable("/proc/curve.png", "--out")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ding_dist.entry.cli.errors.UsageError: --out '/proc/curve.png' cannot be written (... at '/proc'); ...
+    """
+    from ding_dist.utils.fileio import unwritable_reason
+
+    why = unwritable_reason(path, folder=folder)
+    if why:
+        kind = "folder" if folder else "path"
+        raise UsageError(f"{what} {str(path)!r} cannot be written ({why}); choose another {kind}")

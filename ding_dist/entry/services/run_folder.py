@@ -28,7 +28,15 @@ from ding_dist.entry.experiment import Experiment, load_config
 from ding_dist.entry.services.counters import Counters
 from ding_dist.utils import atomic_write_json
 
-__all__ = ["CONFIG_FILE", "done_message", "find_run_config", "run_config", "save_run_config", "write_result"]
+__all__ = [
+    "CONFIG_FILE",
+    "done_message",
+    "find_run_config",
+    "reached_stop_value",
+    "run_config",
+    "save_run_config",
+    "write_result",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +131,17 @@ def save_run_config(cfg: Mapping, exp_dir: str | os.PathLike, continuing: bool) 
     return path
 
 
+def reached_stop_value(state: Mapping[str, Any], stop_value: float | None) -> bool:
+    """Whether the last evaluation of checkpoint ``state`` reached ``stop_value`` (None: never).
+
+    Example:
+        >>> reached_stop_value({"counters": {"last_eval": 500.0}}, 475), reached_stop_value({"counters": {}}, 475)
+        (True, False)
+    """
+    last = (state.get("counters") or {}).get("last_eval")
+    return stop_value is not None and last is not None and math.isfinite(last) and last >= stop_value
+
+
 def done_message(
     exp_dir: str | os.PathLike, state: Mapping[str, Any], stop_value: float | None, max_env_steps: int | None
 ) -> str | None:
@@ -138,7 +157,7 @@ def done_message(
     steps, last = c.get("env_steps", 0), c.get("last_eval")
     ret = "none" if last is None else f"{last:.2f}"
     where = f"run {str(exp_dir)!r} is already done at env step {steps} with eval return {ret}"
-    solved = stop_value is not None and last is not None and math.isfinite(last) and last >= stop_value
+    solved = reached_stop_value(state, stop_value)
     at_budget = max_env_steps is not None and steps >= max_env_steps
     if solved:  # advice that works as printed: the stop value must go, and the budget too if it was spent
         budget = f" and --max-env-steps above {steps}" if at_budget else ""
