@@ -25,15 +25,15 @@ out), learner updates/s (train iterations, the same records), the ratios of both
 ``idle/actor`` of the run's log records, mean over the records after the first, whose interval holds the
 start-up; data-parallel runs log none).
 
-Budgets: ``--steps`` env steps per PPO row (default 8,192: 8 rollouts of 1,024, a log record every 1,024),
-``--apex-steps`` per Ape-X row (8,192, learning from step 2,048, replay 50k); a per-row limit (``--row-timeout``,
-60 s: a stuck row is ended with its processes and reported ``timeout`` with the figures its log records hold)
-and one for all rows (``--budget``, 280 s: a row is not started with under 15 s left, and none runs past it), so
-that the command ends within 5 minutes with the wheel install. Rows needing CUDA are ``skipped: no CUDA`` where
-torch sees none, unless ``--device cpu`` (their GPU parts on the CPU). ``--dry-run``: ``--device cpu``, every row
-(unless ``--rows``) with tiny budgets and configs (512 env steps a PPO row, 384 an Ape-X row; PPO: 8 envs stepped
-in the process, 256-step rollouts; 100-step episodes), one thread a process; it shows that every row's code
-runs and gives each row's start-up cost (``start_s``), nothing more.
+Budgets: ``--steps`` env steps per PPO row (default 4,096: 4 rollouts of 1,024, a log record every 1,024, so
+the steady state spans the last 3,072), ``--apex-steps`` per Ape-X row (4,096, learning from step 1,024, replay
+50k); a per-row limit (``--row-timeout``, 60 s: a stuck row is ended with its processes and reported ``timeout``
+with the figures its log records hold) and one for all rows (``--budget``, 280 s: a row is not started with under
+15 s left, and none runs past it), so that the command ends within 5 minutes with the wheel install. Rows needing
+CUDA are ``skipped: no CUDA`` where torch sees none, unless ``--device cpu`` (their GPU parts on the CPU).
+``--dry-run``: ``--device cpu``, every row (unless ``--rows``) with tiny budgets and configs (512 env steps a PPO
+row, 384 an Ape-X row; PPO: 8 envs stepped in the process, 256-step rollouts; 100-step episodes), one thread a
+process; it shows that every row's code runs and gives each row's start-up cost (``start_s``), nothing more.
 
 Output: the table on stdout; ``$OUT/device_scaling.md`` and ``$OUT/device_scaling.json`` (else ``--json PATH`` and
 the table beside it, else a temporary folder it names), each row's log in ``$OUT/device_scaling_logs.tar.gz``.
@@ -66,7 +66,7 @@ CONFIGS = {"ppo": REPO / "configs" / "pong_ppo_config.py", "apex": REPO / "confi
 DEVICE_COMMAND = (
     "set -o pipefail; PYTHONUNBUFFERED=1 bash benchmarks/device_scaling.sh 2>&1 | tee $OUT/device_scaling.log"
 )
-STEPS = 8192  # env steps of a PPO or Ape-X row
+STEPS = 4096  # env steps of a PPO or Ape-X row
 ROW_TIMEOUT_S = 60.0
 BUDGET_S = 280.0
 MIN_ROW_S = 15.0  # a row is not started with less left of the budget
@@ -130,7 +130,7 @@ FULL = {
     "ppo": ["policy.other.log_freq=1024"],
     "apex": [
         "policy.other.log_freq=1024",
-        "policy.learn.learning_starts=2048",
+        "policy.learn.learning_starts=1024",
         "policy.other.replay_buffer.replay_buffer_size=50000",
     ],
 }
