@@ -1,5 +1,5 @@
 """benchmarks/device_scaling.sh (issue 36): its dry run on this machine runs every row of the lent machine's table
-(quality set, about 4 minutes on 2 cores) and writes a JSON whose ratios follow from the rows' own numbers; the
+(quality set, 3-5 minutes on 2 cores) and writes a JSON whose ratios follow from the rows' own numbers; the
 table/JSON logic on made-up rows against by-hand figures; bad arguments exit 2 naming the value; the device
 commands written in the script are the docs' and fit the device tool."""
 
@@ -32,7 +32,7 @@ ds = _load()
 IDS = ["p1c", "p1g", "a7", "a7i", "d8", "x1", "x8", "a3", "a3i", "d4", "x4", "a1", "a1i", "d2", "x2"]
 
 
-@pytest.mark.quality  # about 230 s on 2 cores: 15 whole training runs of 1 to 9 processes
+@pytest.mark.quality  # 190-290 s on 2 shared cores: 15 whole training runs of 1 to 9 processes
 def test_the_dry_run_runs_every_row_and_its_json_follows_from_the_rows(tmp_path):
     pytest.importorskip("ale_py", reason="the dry run trains on Pong (pip install -e '.[atari]')")
     out = tmp_path / "out"
