@@ -4,14 +4,20 @@
 # PYTHONPATH (nothing else is installed); then puts the repository itself on PYTHONPATH (no build).
 # The wheels are for CPython 3.12 on manylinux x86-64 (the GPU machine's); elsewhere (the CPU forms' tests on
 # another Python) a wheel this interpreter cannot install, such as ale-py's cp312 build, is left out and named.
-# The target is GPU_CHECK_SITE, else a fresh temporary folder (two runs never install into one).
+# The target is GPU_CHECK_SITE, else a fresh temporary folder (two runs never install into one), removed at the
+# caller's exit.
 if [ -z "${PYTHON:-}" ]; then  # the interpreter that has torch (on the GPU machine: python3)
     for PYTHON in python python3; do
         "$PYTHON" -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None)" 2>/dev/null && break
     done
 fi
 if compgen -G ".whl/*.whl" >/dev/null; then
-    SITE="${GPU_CHECK_SITE:-$(mktemp -d "${TMPDIR:-/tmp}/${TOOL}_site.XXXXXX")}"
+    if [ -n "${GPU_CHECK_SITE:-}" ]; then
+        SITE="$GPU_CHECK_SITE"
+    else
+        SITE="$(mktemp -d "${TMPDIR:-/tmp}/${TOOL}_site.XXXXXX")"
+        trap 'rm -rf "$SITE"' EXIT  # the caller runs its Python in this shell (no exec), then exits
+    fi
     start=$SECONDS
     # each wheel, with '+' if this interpreter supports one of its tags, else '-'
     mapfile -t tagged < <("$PYTHON" - .whl/*.whl <<'EOF'
@@ -33,7 +39,7 @@ EOF
     done
     [ "${#tagged[@]}" -gt 0 ] || { echo "$TOOL: reading the tags of .whl/*.whl with $PYTHON failed"; exit 1; }
     if [ "${#left[@]}" -gt 0 ]; then
-        echo "$TOOL: left out ${#left[@]} carried wheel(s) this Python cannot install (built for another): ${left[*]#.whl/}"
+        echo "$TOOL: left out ${#left[@]} carried wheel(s) built for another Python: ${left[*]#.whl/}"
     fi
     if [ "${#wheels[@]}" -gt 0 ]; then
         "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \

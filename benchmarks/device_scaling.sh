@@ -20,4 +20,5 @@ cd "$(dirname "$0")/.."
 TOOL=device_scaling
 # shellcheck source=benchmarks/carried_wheels.sh
 . benchmarks/carried_wheels.sh
-exec "$PYTHON" benchmarks/device_scaling.py "$@"
+"$PYTHON" benchmarks/device_scaling.py "$@"
+exit $?  # not exec: the carried wheels' temporary folder is removed at exit

@@ -21,4 +21,5 @@ cd "$(dirname "$0")/.."
 TOOL=gpu_check
 # shellcheck source=benchmarks/carried_wheels.sh
 . benchmarks/carried_wheels.sh
-exec "$PYTHON" benchmarks/gpu_check.py "$@"
+"$PYTHON" benchmarks/gpu_check.py "$@"
+exit $?  # not exec: the carried wheels' temporary folder is removed at exit

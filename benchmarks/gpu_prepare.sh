@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Prepare the GPU check and the scaling run, here on the CPU machine, before asking for the device (it has no
 # network): download into .whl/ (git-ignored) the wheels that benchmarks/gpu_check.sh and
-# benchmarks/device_scaling.sh need and the GPU machine's image lacks, for CPython 3.12 on manylinux x86-64, each pinned and listed, none pulled in implicitly;
-# then prove the set complete for Python 3.12 (see "what the check proves" below).
+# benchmarks/device_scaling.sh need and the GPU machine's image lacks, for CPython 3.12 on manylinux x86-64,
+# each pinned and listed, none pulled in implicitly; then prove the set complete for Python 3.12 (see "what
+# the check proves" below).
 #
 #   bash benchmarks/gpu_prepare.sh          # .whl/ (about 3.6 MB), then the device commands of both scripts
 #   bash benchmarks/gpu_prepare.sh DIR      # the same into DIR (tests/test_gpu_check.py)
 #
 # What the check proves: (1) pip, with no index and this folder alone, finds every pinned wheel for
 # CPython 3.12 manylinux x86-64 and would install it (a dry run into a scratch target); (2) every requirement
-# of ding_dist (read from this source tree, with its atari extra) and of every carried wheel, with its markers evaluated for
-# Python 3.12 on Linux x86-64, is met by a carried wheel (version checked) or by a package of the image's
+# of ding_dist (read from this source tree, with its atari extra) and of every carried wheel, with its markers
+# evaluated for Python 3.12 on Linux x86-64, is met by a carried wheel (version checked) or by a package of the image's
 # list below (version checked where that list records one; the others are printed as assumed); (3) one
 # version of each project, so the device's `pip install .whl/*.whl` cannot stop on two. It does not prove
 # that the image still holds what its list says (read on 2026-11-17); gpu_check.sh fails at once, in one
