@@ -373,6 +373,19 @@ def _skip_reason(row: Row, device: str, cuda: bool, left: float, budget: float) 
     return None
 
 
+def rerun_command(results: list[dict[str, Any]]) -> str | None:
+    """The device command for the rows that failed, timed out or were cut by the budget (None if none was).
+
+    Example::
+
+        rerun_command([{"id": "d2", "status": "skipped: budget (9 s of 280 s left)"}])  # '... --rows d2 2>&1 ...'
+    """
+    ids = [r["id"] for r in results if r["status"] != "ok" and not r["status"].startswith("skipped: no CUDA")]
+    if not ids:
+        return None
+    return DEVICE_COMMAND.replace("device_scaling.sh ", f"device_scaling.sh --rows {','.join(ids)} ", 1)
+
+
 def write_report(results: list[dict[str, Any]], env_info: dict[str, Any], header: str, total: float,
                  json_path: Path) -> str:  # fmt: skip
     """Add the ratios to ``results``, write the table (``.md`` beside ``json_path``) and the JSON, each by a
@@ -380,9 +393,10 @@ def write_report(results: list[dict[str, Any]], env_info: dict[str, Any], header
     add_ratios(results)
     failed = [r["id"] for r in results if not (r["status"] == "ok" or r["status"].startswith("skipped"))]
     summary = f"{len(results)} rows, {len(failed)} failed" + (f" ({','.join(failed)})" if failed else "")
-    md = table(results, header) + f"\n{summary}, {total:.0f} s\n"
+    again = rerun_command(results)
+    md = table(results, header) + f"\n{summary}, {total:.0f} s\n" + (f"\nrerun: {again}\n" if again else "")
     report = {"environment": env_info, "total_s": total, "failed": failed, "device_command": DEVICE_COMMAND,
-              "rows": results}  # fmt: skip
+              "rerun_command": again, "rows": results}  # fmt: skip
     json_path.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write(json_path, json.dumps(report, indent=1) + "\n")
     _atomic_write(json_path.with_suffix(".md"), md)

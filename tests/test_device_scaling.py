@@ -134,8 +134,20 @@ def test_the_report_is_one_table_and_its_json(tmp_path):
     )
     assert lines[5].endswith("| FAIL: exit 1: RuntimeError: a \\| b |")  # one cell, its bar escaped
     assert lines[6].endswith("| - | - | skipped: no CUDA |")
-    assert lines[-1] == "3 rows, 1 failed (a7), 44 s"
+    rerun = "set -o pipefail; PYTHONUNBUFFERED=1 bash benchmarks/device_scaling.sh --rows a7 2>&1 | tee "
+    rerun += "$OUT/device_scaling.log"
+    assert lines[-3:] == ["3 rows, 1 failed (a7), 44 s", "", f"rerun: {rerun}"]  # x1 (no CUDA) is not rerun
+    assert report["rerun_command"] == rerun
     assert sorted(p.name for p in path.parent.iterdir()) == ["device_scaling.json", "device_scaling.md"]  # no temp
+
+
+def test_the_rerun_command_takes_failed_timed_out_and_budget_cut_rows_in_the_tables_order():
+    statuses = {"p1c": "ok", "a7": "timeout after 60 s", "x1": "skipped: no CUDA (...)", "a1": "FAIL",
+                "d2": "skipped: budget (9 s of 280 s left)"}  # fmt: skip
+    again = ds.rerun_command([{"id": rid, "status": st} for rid, st in statuses.items()])
+    assert again == ds.DEVICE_COMMAND.replace("device_scaling.sh 2>&1", "device_scaling.sh --rows a7,a1,d2 2>&1")
+    assert ds._parse(["--rows", again.split("--rows ")[1].split()[0]]).ids == ["a7", "a1", "d2"]
+    assert ds.rerun_command([{"id": "p1c", "status": "ok"}]) is None
 
 
 @pytest.mark.parametrize(
