@@ -97,7 +97,7 @@ def cpu_form(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("gpu_check")
     out = root / "out"
     out.mkdir()
-    env = {}
+    env = {"PYTHON": sys.executable}  # this interpreter, also when its venv is not on PATH
     if any(WHEELS.glob("*.whl")):
         env = {"PYTHON": str(_env_without_the_carried_packages(root)), "GPU_CHECK_SITE": str(root / "site")}
     proc = _run(["bash", str(BENCH / "gpu_check.sh"), "--device", "cpu", "--quick"], out, timeout=300, env=env)
