@@ -101,7 +101,7 @@ def cpu_form(tmp_path_factory) -> dict:
     if any(WHEELS.glob("*.whl")):
         env = {"PYTHON": str(_env_without_the_carried_packages(root)), "GPU_CHECK_SITE": str(root / "site")}
     proc = _run(["bash", str(BENCH / "gpu_check.sh"), "--device", "cpu", "--quick"], out, timeout=300, env=env)
-    return {"proc": proc, "out": out, "wheels": bool(env), "site": root / "site"}
+    return {"proc": proc, "out": out, "wheels": "GPU_CHECK_SITE" in env, "site": root / "site"}
 
 
 @pytest.mark.slow
