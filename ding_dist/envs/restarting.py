@@ -4,9 +4,11 @@
 ``AsyncVectorEnv`` with one worker process), stepped together. When one raises in ``step``/``reset``, or its
 worker process dies (SIGKILL, segfault: a broken pipe), only that env is closed and built afresh, reset with a
 new seed derived from its own, and the step reports it in ``info["env_restart"]`` (mask ``info["_env_restart"]``)
-with that env's reset observation, reward 0 and no episode end. The collector then drops the broken episode
-(:class:`~ding_dist.worker.collector.Collector`). More than ``max_restarts`` restarts of one env within
-``restart_window_s`` seconds is an :class:`EnvCrashError` naming the env and its last exception.
+with that env's reset observation, reward 0 and no episode end (a crash in ``reset`` is reported in its info the same
+way). The collector then drops the broken episode (:class:`~ding_dist.worker.collector.Collector`); the evaluator
+runs it again from its seed (:meth:`RestartingVectorEnv.reset_one`, :class:`~ding_dist.worker.evaluator.Evaluator`).
+More than ``max_restarts`` restarts of one env within ``restart_window_s`` seconds is an :class:`EnvCrashError`
+naming the env and its last exception.
 
 Example::
 
@@ -149,7 +151,8 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
             self._close_sub(self.subs[i])
             self.restarts += 1
             what = f"{type(error).__name__}: {error}"
-            logger.warning("%s env %d crashed (%s); recreated it, dropping its episode", self.role, i, what)
+            after = "dropping its episode" if self.role == "collector" else "its episode runs again from its start"
+            logger.warning("%s env %d crashed (%s); recreated it, %s", self.role, i, what, after)
             seed = self._seeds[i]
             if seed is not None:  # a fresh stream: the new env never replays the broken episode
                 seed = int(np.random.SeedSequence([seed, self.restarts]).generate_state(1)[0])
@@ -177,12 +180,28 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
             try:
                 results[i] = self._call(i, "reset", seed=None if seeds[i] is None else [seeds[i]], options=options)
             except Exception as e:
-                results[i] = self._restart(i, e)
+                obs, info = self._restart(i, e)
+                crashed = np.ones(1, dtype=bool)
+                results[i] = obs, {**info, "env_restart": crashed, "_env_restart": crashed}
         obs = self._obs([r[0] for r in results])
         infos: dict = {}
         for i, (_, info) in enumerate(results):
             infos = self._add_info(infos, env_info(info), i)
         return obs, infos
+
+    def reset_one(self, i: int, seed: int | None) -> Any:
+        """Reset env ``i`` alone from ``seed``; its observation (a batch of one). An env that crashes meanwhile is
+        recreated (within the same limit) and reset from ``seed`` again: the evaluator runs an episode that a
+        crash cut short again from its start."""
+        seeds = None if seed is None else [seed]
+        while True:
+            try:
+                obs, _ = self._call(i, "reset", seed=seeds)
+                break
+            except Exception as e:
+                self._restart(i, e)
+        self._seeds[i] = seed
+        return obs
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         self.step_async(actions)
