@@ -152,3 +152,22 @@ def test_eval_defaults_to_the_run_config_and_names_a_checkpoint_of_another_polic
                            "policy 'ppo': ")  # fmt: skip
     line = _error_line(_eval(capsys, "--ckpt", tmp_path / "old.pt"))
     assert line.endswith("is not in a run folder with a saved config.py: give CONFIG")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_checkpoint_with_non_finite_weights_is_refused_in_one_line_by_eval_and_resume(trained, tmp_path, capsys,
+                                                                                        bad):  # fmt: skip
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    ckpt = run / "ckpt" / "ckpt_000000512.pt"
+    state = load_checkpoint(ckpt)
+    weight = next(k for k in state["policy"]["model"] if k.endswith("weight"))
+    state["policy"]["model"][weight][0, :3] = bad
+    save_checkpoint(state, ckpt)
+    want = (f"ding-dist: error: checkpoint '{ckpt}' holds non-finite weights (NaN or inf): 'model.{weight}' has 3 of "
+            f"{state['policy']['model'][weight].numel()} values non-finite")  # fmt: skip
+    for where in (run, ckpt):
+        assert _error_line(_eval(capsys, "--ckpt", where, "--episodes", "1")).startswith(want)
+    assert _error_line(_eval(capsys, DQN_CONFIG, "--ckpt", ckpt, "--episodes", "1")).startswith(want)
+    assert _error_line(_cli("resume", run, "--max-env-steps", "1024", cwd=tmp_path)).startswith(want)
+    assert _ckpts(run) == ["ckpt_000000512.pt"]  # nothing trained, nothing written

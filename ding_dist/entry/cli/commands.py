@@ -315,7 +315,7 @@ def _resume_is_done(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
 
 def _train(args: argparse.Namespace) -> int:
     from ding_dist.entry import pipeline
-    from ding_dist.utils.checkpoint import CheckpointManager
+    from ding_dist.utils.checkpoint import CheckpointManager, check_finite_weights, load_checkpoint
 
     if getattr(args, "requeue", False):
         if args.exp_dir is None and args.resume is None:
@@ -339,9 +339,14 @@ def _train(args: argparse.Namespace) -> int:
     if args.resume is not None:
         if not Path(args.resume).is_dir():
             raise UsageError(f"--resume {args.resume!r} is not an experiment folder")
-        resumed = CheckpointManager(Path(args.resume) / "ckpt").load_latest()
-        if resumed is None:
-            raise UsageError(f"--resume {args.resume!r}: no complete checkpoint in its ckpt/ folder")
+        ckpts = CheckpointManager(Path(args.resume) / "ckpt")
+        newest = ckpts.latest()
+        if newest is None:
+            raise UsageError(f"--resume {args.resume!r}: no complete checkpoint in its ckpt/ folder"
+                             if ckpts.directory.is_dir() else f"--resume {args.resume!r} holds no checkpoint (no "
+                             "ckpt/ folder: the run stopped before its first one); start it again")  # fmt: skip
+        resumed = load_checkpoint(newest)
+        check_finite_weights(resumed, newest)  # one line now, not a failure at the first updates of every rank
     if args.nproc is None:
         args.nproc = 1 if resumed is None or _under_launcher() else _resumed_world(args, resumed)
     if args.exp_dir is not None and Path(args.exp_dir).exists() and not Path(args.exp_dir).is_dir():
