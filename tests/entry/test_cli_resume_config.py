@@ -151,7 +151,7 @@ def test_eval_defaults_to_the_run_config_and_names_a_checkpoint_of_another_polic
     assert line.startswith(f"ding-dist: error: checkpoint '{tmp_path / 'old.pt'}' does not fit this config's "
                            "policy 'ppo': ")  # fmt: skip
     line = _error_line(_eval(capsys, "--ckpt", tmp_path / "old.pt"))
-    assert line.endswith("is not in a run folder with a saved config.py: give CONFIG")
+    assert line.endswith("is not in a run folder with a saved config.json: give CONFIG")
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
@@ -171,3 +171,35 @@ def test_a_checkpoint_with_non_finite_weights_is_refused_in_one_line_by_eval_and
     assert _error_line(_eval(capsys, DQN_CONFIG, "--ckpt", ckpt, "--episodes", "1")).startswith(want)
     assert _error_line(_cli("resume", run, "--max-env-steps", "1024", cwd=tmp_path)).startswith(want)
     assert _ckpts(run) == ["ckpt_000000512.pt"]  # nothing trained, nothing written
+
+
+def test_a_copied_run_folder_runs_no_code_on_eval_or_resume(trained, tmp_path, capsys):
+    """A run folder from elsewhere whose config.py would write a marker: eval and resume read its config.json (data)
+    and never execute that file, also when the user names a trusted CONFIG of their own."""
+    run, marker = tmp_path / "run", tmp_path / "ran"
+    shutil.copytree(trained, run)
+    assert sorted(p.name for p in run.glob("config*")) == ["config.json", "config.py"]
+    with (run / "config.py").open("a") as f:
+        f.write(f"open({str(marker)!r}, 'w').close()\n")
+    ckpt = run / "ckpt" / "ckpt_000000512.pt"
+    assert _eval(capsys, "--ckpt", run, "--episodes", "1").returncode == 0  # the run's config.json
+    done = _cli("resume", run, "--max-env-steps", "768", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = _cli("train", DQN_CONFIG, "--resume", run, "--max-env-steps", "1024", "--set", *FAST, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]  # compared with the run's config as data: no diff, no new file
+    assert "another config" not in done.stderr and not (run / "config_resume1.json").exists()
+    old = load_checkpoint(ckpt)  # no policy type recorded, and it does not fit PPO: the run's type is looked up
+    old.pop("policy_type")
+    save_checkpoint(old, ckpt)
+    line = _error_line(_eval(capsys, PPO_CONFIG, "--ckpt", ckpt, "--episodes", "1"))
+    assert line.startswith(f"ding-dist: error: checkpoint '{ckpt}' was trained by policy 'dqn' (its run's config)")
+    assert not marker.exists()
+    (run / "config.json").unlink()  # a run of an older ding_dist: its config.py is read only when named
+    line = _error_line(_cli("resume", run, cwd=tmp_path))
+    assert line == (f"ding-dist: error: --resume '{run}' has no saved config.json: give CONFIG; its config.py (written "
+                    "by an older ding_dist) is Python and runs as code, so it is read only when you name it, if you "
+                    f"trust it: ding-dist train {run / 'config.py'} --resume {run}")  # fmt: skip
+    assert _error_line(_eval(capsys, "--ckpt", run)).endswith(f"ding-dist eval {run / 'config.py'} --ckpt {run}")
+    assert not marker.exists()
+    assert _cli("train", run / "config.py", "--resume", run, "--max-env-steps", "1280", cwd=tmp_path).returncode == 0
+    assert marker.exists()  # named on the command line: run as code, as the user asked

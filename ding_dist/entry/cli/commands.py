@@ -61,7 +61,7 @@ def _check_config(path: str) -> Path:
     """The config file ``path`` names (a shipped config by name: ``ding-dist train cartpole_ppo``); a missing one is
     one line. It is read when it is compiled, once per process (``_check_compiles``)."""
     p = find_config(path)
-    if not p.is_file() or p.suffix != ".py":
+    if not p.is_file() or p.suffix not in (".py", ".json"):
         read_config(p)  # raises the loader's one line: missing, a folder, not a Python file
     return p.resolve()
 
@@ -286,15 +286,28 @@ def _run_recorded_rank(args: argparse.Namespace, cfg: Any) -> int:
 
 
 def _resume_config(exp_dir: str) -> str:
-    """``train --resume EXP_DIR`` without CONFIG: the run's saved config (its newest, after resumes)."""
+    """``train --resume EXP_DIR`` without CONFIG: the run's saved config as data (its newest ``.json``, after
+    resumes), which runs no code; a run folder's ``config.py`` runs only when the user names it."""
     from ding_dist.entry.services.run_folder import run_config
 
     if not Path(exp_dir).is_dir():
         raise UsageError(f"--resume {exp_dir!r} is not an experiment folder")
     found = run_config(exp_dir)
     if found is None:
-        raise UsageError(f"--resume {exp_dir!r} has no saved config.py: give CONFIG")
+        raise UsageError(f"--resume {exp_dir!r} has no saved config.json: {_name_the_config(exp_dir, 'resume')}")
     return str(found)
+
+
+def _name_the_config(folder: str | os.PathLike, command: str) -> str:
+    """What to do when a run folder holds no config as data: name a CONFIG (which runs as code)."""
+    from ding_dist.entry.services.run_folder import find_run_config, old_run_config
+
+    old = find_run_config(folder, find=old_run_config)
+    if old is None:
+        return "give CONFIG"
+    how = f"ding-dist train {old} --resume {folder}" if command == "resume" else f"ding-dist eval {old} --ckpt {folder}"
+    return (f"give CONFIG; its config.py (written by an older ding_dist) is Python and runs as code, so it is read "
+            f"only when you name it, if you trust it: {how}")  # fmt: skip
 
 
 def _resume_is_done(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
@@ -524,15 +537,16 @@ def _restart_env(max_restarts: int) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------------ eval
 def _eval_config(args: argparse.Namespace) -> Path:
-    """``eval``'s CONFIG: as given, else the saved config of the run ``--ckpt`` belongs to."""
+    """``eval``'s CONFIG: as given, else the saved config (as data) of the run ``--ckpt`` belongs to."""
     if args.config is not None:
         return _check_config(args.config)
     from ding_dist.entry.services.run_folder import find_run_config
 
     resolve_checkpoint(args.ckpt)  # a missing checkpoint is reported as such
-    found = find_run_config(args.ckpt)
+    found = find_run_config(args.ckpt)  # the run's config as data: nothing of a copied folder runs
     if found is None:
-        raise UsageError(f"--ckpt {args.ckpt!r} is not in a run folder with a saved config.py: give CONFIG")
+        raise UsageError(f"--ckpt {args.ckpt!r} is not in a run folder with a saved config.json: "
+                         f"{_name_the_config(args.ckpt, 'eval')}")  # fmt: skip
     return _check_config(str(found))
 
 
