@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
+import signal
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -32,7 +34,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from ding_dist.comm import get_rank
 
-__all__ = ["EnvCrashError", "RestartingVectorEnv", "adopt_spaces", "env_info"]
+__all__ = ["EnvCrashError", "InWorker", "RestartingVectorEnv", "adopt_spaces", "env_info"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +44,28 @@ _CLOSE_TIMEOUT_S = 1.0
 
 class EnvCrashError(RuntimeError):
     """An env crashed more often than ``env.max_restarts`` within ``env.restart_window_s``."""
+
+
+class InWorker:
+    """An env factory for an async worker process: called in a process other than the one that made it (the worker),
+    it first ignores the stop signals (SIGINT, SIGTERM, SIGUSR1). A signal to the job's whole process group (a
+    terminal's Ctrl-C, SLURM, a container stop) then stops the rank, which finishes its iteration with these envs,
+    checkpoints and closes them, instead of killing its envs under it. A worker whose rank is gone exits on its closed
+    pipe.
+
+    Example::
+
+        gym.vector.AsyncVectorEnv([InWorker(lambda: gym.make("CartPole-v1"))] * 2)
+    """
+
+    def __init__(self, fn: Callable[[], gym.Env]) -> None:
+        self.fn, self.parent = fn, os.getpid()
+
+    def __call__(self) -> gym.Env:
+        if os.getpid() != self.parent:
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+                signal.signal(sig, signal.SIG_IGN)
+        return self.fn()
 
 
 def env_info(info: dict, j: int = 0) -> dict:
@@ -119,7 +143,7 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
         fns, mode = [self.env_fns[i]], AutoresetMode.SAME_STEP
         if self.manager == "sync":
             return gym.vector.SyncVectorEnv(fns, copy=False, autoreset_mode=mode)
-        return gym.vector.AsyncVectorEnv(fns, shared_memory=True, copy=False, autoreset_mode=mode)
+        return gym.vector.AsyncVectorEnv([InWorker(fns[0])], shared_memory=True, copy=False, autoreset_mode=mode)
 
     # --- restarts ------------------------------------------------------------------------------------
     def _close_sub(self, sub: gym.vector.VectorEnv) -> None:

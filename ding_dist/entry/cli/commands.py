@@ -228,13 +228,14 @@ def _compile_and_try(config: Path, args: argparse.Namespace) -> Any:
     return cfg
 
 
-_STOP_CODES = {"SIGTERM": EXIT_SIGTERM, "SIGUSR1": EXIT_SIGUSR1}
+_STOP_CODES = {"SIGINT": EXIT_SIGINT, "SIGTERM": EXIT_SIGTERM, "SIGUSR1": EXIT_SIGUSR1}  # 128 + the signal
+_REQUEUED = (EXIT_SIGTERM, EXIT_SIGUSR1)  # a scheduler's stops (Ctrl-C is the user's: not requeued)
 REQUEUE_ENV = "SLURM_RESTART_COUNT"  # SLURM sets it in a requeued job
 
 
 def _requeue(code: int) -> int:
     """``--requeue``: after a stop by signal, ``scontrol requeue $SLURM_JOB_ID`` (the launcher, once); the code."""
-    if code not in _STOP_CODES.values():
+    if code not in _REQUEUED:
         return code
     job = os.environ.get("SLURM_JOB_ID")
     if not job:
@@ -256,7 +257,9 @@ def _run_rank(args: argparse.Namespace, cfg: Any) -> int:
     """This process's rank of the job (a world of one without a launcher), on the config compiled once."""
     from ding_dist.comm import DistContext, debug_enabled, set_debug
     from ding_dist.entry import pipeline
+    from ding_dist.entry.cli.agent import die_with_agent
 
+    die_with_agent()  # under torchrun: a killed agent leaves no orphan (this rank stops as if preempted)
     was_debug = debug_enabled()
     if args.debug:
         set_debug(True)
@@ -667,6 +670,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         ding-dist: error: config file 'missing_config.py' does not exist
         2
     """
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the arguments parse or torch is imported: one line too
+        print(f"{PROG}: interrupted (SIGINT)", file=sys.stderr)
+        return EXIT_SIGINT
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     from ding_dist.utils.checkpoint import CheckpointError  # torch, imported once the arguments parse
 
@@ -681,13 +692,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         record_for_launcher(e)
         error_line(" ".join(str(e).split()))
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # Ctrl-C before the training loop (start-up) or after it: nothing to checkpoint
+        print(f"{PROG}: interrupted (SIGINT)", file=sys.stderr)
         return EXIT_SIGINT
     except SystemExit as e:
-        if e.code == EXIT_SIGTERM:  # the pipeline's SIGTERM handler: envs and writers are closed by now
-            print(f"{PROG}: terminated (SIGTERM)", file=sys.stderr)
-            return EXIT_SIGTERM
+        if e.code in _STOP_CODES.values():  # the pipeline's stop handlers: envs and writers are closed by now
+            name = next(n for n, code in _STOP_CODES.items() if code == e.code)
+            print(f"{PROG}: stopped by {name}", file=sys.stderr)
+            return int(e.code)
         raise
 
 
