@@ -76,3 +76,44 @@ def test_a_stop_signal_to_every_process_of_the_job_checkpoints_the_step_and_resu
     assert "stopping at once" not in job.output() and "Traceback" not in job.output()
     assert _no_leftovers(job, within=5) == []
     _resumes_at(tmp_path, exp, step)
+
+
+@pytest.mark.parametrize("to, sig", [("rank 1", signal.SIGTERM), ("launcher", signal.SIGUSR1)])
+def test_a_stop_signal_to_one_process_of_two_is_a_stop_with_its_code(tmp_path, to, sig):
+    """Before: SIGTERM to rank 1 ended as "rank 1 of 2 failed with exit code 143", exit 1; SIGUSR1 to the launcher
+    exited 143 "stopped by SIGTERM" where the docs say 138. Now both are stops: 128 + the signal, checkpointed."""
+    exp, name = tmp_path / "exp", signal.Signals(sig).name
+    job = _Job(tmp_path, DQN_CONFIG, "--nproc", "2", "--max-env-steps", "400000", "--exp-dir", exp,
+               "--set", *SLOW_NO_CKPT)  # fmt: skip
+    job.wait_for(lambda: "exp dir" in job.output(), timeout=120)
+    time.sleep(1.0)
+    os.kill(job.rank_pid(1) if to == "rank 1" else job.proc.pid, sig)
+    assert job.wait(60) == 128 + sig, job.output()[-3000:]
+    assert _ckpt_steps(exp) == [_stopped_step(job, name)]
+    last = job.stderr_lines()[-1]
+    assert last == f"ding-dist: stopped by {name}{' to a rank' if to == 'rank 1' else ''}; all 2 rank(s) were stopped"
+    assert "failed" not in job.output() and "Traceback" not in job.output()
+    assert _no_leftovers(job, within=5) == []
+
+
+@pytest.mark.parametrize("after", ["start", "the rank's start-up line"])
+def test_ctrl_c_during_start_up_is_one_line_and_exit_130(tmp_path, after):
+    """Before: a Ctrl-C while the CLI imported torch or built the run printed a traceback."""
+    cmd = [sys.executable, "-m", "ding_dist.entry.cli", "train", str(DQN_CONFIG), "--exp-dir", str(tmp_path / "exp")]
+    log = tmp_path / "out.txt"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        end = time.monotonic() + 60
+        while after != "start" and "rank 0 of 1" not in log.read_text() and time.monotonic() < end:
+            time.sleep(0.01)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(60)
+        finally:
+            proc.kill()
+    text = log.read_text()
+    assert code == 130, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    assert text.splitlines()[-1] == "ding-dist: interrupted (SIGINT)", text[-3000:]
+    assert not (tmp_path / "exp" / ".lock").exists()
