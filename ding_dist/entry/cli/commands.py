@@ -42,6 +42,7 @@ from ding_dist.entry.cli.errors import (
     UsageError,
     error_line,
     first_line,
+    no_room,
     record_for_launcher,
 )
 from ding_dist.entry.cli.local_launch import launch_local
@@ -695,6 +696,13 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:  # Ctrl-C before the training loop (start-up) or after it: nothing to checkpoint
         print(f"{PROG}: interrupted (SIGINT)", file=sys.stderr)
         return EXIT_SIGINT
+    except Exception as e:  # a full disk, quota or file-size limit (an OSError, maybe wrapped): one line, exit 2
+        message = no_room(e)
+        if message is None:
+            raise
+        record_for_launcher(e)
+        error_line(message)
+        return EXIT_USAGE
     except SystemExit as e:
         if e.code in _STOP_CODES.values():  # the pipeline's stop handlers: envs and writers are closed by now
             name = next(n for n, code in _STOP_CODES.items() if code == e.code)
