@@ -78,7 +78,9 @@ def test_a_stop_signal_to_every_process_of_the_job_checkpoints_the_step_and_resu
     _resumes_at(tmp_path, exp, step)
 
 
-@pytest.mark.parametrize("to, sig", [("rank 1", signal.SIGTERM), ("launcher", signal.SIGUSR1)])
+@pytest.mark.parametrize(
+    "to, sig", [("rank 1", signal.SIGTERM), pytest.param("launcher", signal.SIGUSR1, marks=pytest.mark.quality)]
+)
 def test_a_stop_signal_to_one_process_of_two_is_a_stop_with_its_code(tmp_path, to, sig):
     """Before: SIGTERM to rank 1 ended as "rank 1 of 2 failed with exit code 143", exit 1; SIGUSR1 to the launcher
     exited 143 "stopped by SIGTERM" where the docs say 138. Now both are stops: 128 + the signal, checkpointed."""
