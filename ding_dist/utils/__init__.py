@@ -16,6 +16,7 @@ _NAMES = {
     "CheckpointError": ".checkpoint",
     "CheckpointManager": ".checkpoint",
     "capture_rng_state": ".checkpoint",
+    "check_finite_weights": ".checkpoint",
     "load_checkpoint": ".checkpoint",
     "restore_rng_state": ".checkpoint",
     "save_checkpoint": ".checkpoint",

@@ -109,7 +109,8 @@ def _fsync_dir(folder: Path) -> None:
 def atomic_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None = None) -> Iterator[IO[Any]]:
     """Open a temporary file next to ``path``; on a clean exit it replaces ``path`` atomically.
 
-    On an exception the temporary file is removed and ``path`` is left untouched.
+    On an exception the temporary file is removed and ``path`` is left untouched (an ``OSError`` of the writes,
+    e.g. a full disk, names ``path``).
 
     Example:
         >>> import tempfile, pathlib
@@ -134,8 +135,10 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None 
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, final)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename is None:  # a write's error (a full disk) names the file it was for
+            e.filename = str(final)
         raise
     _fsync_dir(final.parent)
 

@@ -42,6 +42,7 @@ from ding_dist.entry.cli.errors import (
     UsageError,
     error_line,
     first_line,
+    no_room,
     record_for_launcher,
     refuse_unwritable,
 )
@@ -63,7 +64,7 @@ def _check_config(path: str) -> Path:
     """The config file ``path`` names (a shipped config by name: ``ding-dist train cartpole_ppo``); a missing one is
     one line. It is read when it is compiled, once per process (``_check_compiles``)."""
     p = find_config(path)
-    if not p.is_file() or p.suffix != ".py":
+    if not p.is_file() or p.suffix not in (".py", ".json"):
         read_config(p)  # raises the loader's one line: missing, a folder, not a Python file
     return p.resolve()
 
@@ -231,13 +232,14 @@ def _compile_and_try(config: Path, args: argparse.Namespace) -> Any:
     return cfg
 
 
-_STOP_CODES = {"SIGTERM": EXIT_SIGTERM, "SIGUSR1": EXIT_SIGUSR1}
+_STOP_CODES = {"SIGINT": EXIT_SIGINT, "SIGTERM": EXIT_SIGTERM, "SIGUSR1": EXIT_SIGUSR1}  # 128 + the signal
+_REQUEUED = (EXIT_SIGTERM, EXIT_SIGUSR1)  # a scheduler's stops (Ctrl-C is the user's: not requeued)
 REQUEUE_ENV = "SLURM_RESTART_COUNT"  # SLURM sets it in a requeued job
 
 
 def _requeue(code: int) -> int:
     """``--requeue``: after a stop by signal, ``scontrol requeue $SLURM_JOB_ID`` (the launcher, once); the code."""
-    if code not in _STOP_CODES.values():
+    if code not in _REQUEUED:
         return code
     job = os.environ.get("SLURM_JOB_ID")
     if not job:
@@ -259,7 +261,9 @@ def _run_rank(args: argparse.Namespace, cfg: Any) -> int:
     """This process's rank of the job (a world of one without a launcher), on the config compiled once."""
     from ding_dist.comm import DistContext, debug_enabled, set_debug
     from ding_dist.entry import pipeline
+    from ding_dist.entry.cli.agent import die_with_agent
 
+    die_with_agent()  # under torchrun: a killed agent leaves no orphan (this rank stops as if preempted)
     was_debug = debug_enabled()
     if args.debug:
         set_debug(True)
@@ -289,14 +293,15 @@ def _run_recorded_rank(args: argparse.Namespace, cfg: Any) -> int:
 
 
 def _resume_config(exp_dir: str) -> str:
-    """``train --resume EXP_DIR`` without CONFIG: the run's saved config (its newest, after resumes)."""
+    """``train --resume EXP_DIR`` without CONFIG: the run's saved config as data (its newest ``.json``, after
+    resumes), which runs no code; a run folder's ``config.py`` runs only when the user names it."""
     from ding_dist.entry.services.run_folder import run_config
 
     if not Path(exp_dir).is_dir():
         raise UsageError(f"--resume {exp_dir!r} is not an experiment folder")
     found = run_config(exp_dir)
     if found is None:
-        raise UsageError(f"--resume {exp_dir!r} has no saved config.py: give CONFIG")
+        raise UsageError(f"--resume {exp_dir!r} has no saved config.json: {_name_the_config(exp_dir, 'resume')}")
     return str(found)
 
 
@@ -316,6 +321,18 @@ def _continues_past_stop_value(args: argparse.Namespace, cfg: Any, state: dict) 
               f"--max-env-steps {args.max_env_steps} with env.stop_value=None (--set env.stop_value=V stops it at V "
               "instead)", flush=True)  # fmt: skip
     return True
+
+
+def _name_the_config(folder: str | os.PathLike, command: str) -> str:
+    """What to do when a run folder holds no config as data: name a CONFIG (which runs as code)."""
+    from ding_dist.entry.services.run_folder import find_run_config, old_run_config
+
+    old = find_run_config(folder, find=old_run_config)
+    if old is None:
+        return "give CONFIG"
+    how = f"ding-dist train {old} --resume {folder}" if command == "resume" else f"ding-dist eval {old} --ckpt {folder}"
+    return (f"give CONFIG; its config.py (written by an older ding_dist) is Python and runs as code, so it is read "
+            f"only when you name it, if you trust it: {how}")  # fmt: skip
 
 
 def _resume_is_done(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
@@ -351,7 +368,7 @@ def _check_config_or_name(args: argparse.Namespace) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from ding_dist.entry import pipeline
-    from ding_dist.utils.checkpoint import CheckpointManager
+    from ding_dist.utils.checkpoint import CheckpointManager, check_finite_weights, load_checkpoint
 
     if getattr(args, "requeue", False):
         if args.exp_dir is None and args.resume is None:
@@ -372,9 +389,14 @@ def _train(args: argparse.Namespace) -> int:
     if args.resume is not None:
         if not Path(args.resume).is_dir():
             raise UsageError(f"--resume {args.resume!r} is not an experiment folder")
-        resumed = CheckpointManager(Path(args.resume) / "ckpt").load_latest()
-        if resumed is None:
-            raise UsageError(f"--resume {args.resume!r}: no complete checkpoint in its ckpt/ folder")
+        ckpts = CheckpointManager(Path(args.resume) / "ckpt")
+        newest = ckpts.latest()
+        if newest is None:
+            raise UsageError(f"--resume {args.resume!r}: no complete checkpoint in its ckpt/ folder"
+                             if ckpts.directory.is_dir() else f"--resume {args.resume!r} holds no checkpoint (no "
+                             "ckpt/ folder: the run stopped before its first one); start it again")  # fmt: skip
+        resumed = load_checkpoint(newest)
+        check_finite_weights(resumed, newest)  # one line now, not a failure at the first updates of every rank
     if args.nproc is None:
         args.nproc = 1 if resumed is None or _under_launcher() else _resumed_world(args, resumed)
     if args.exp_dir is not None and Path(args.exp_dir).exists() and not Path(args.exp_dir).is_dir():
@@ -543,15 +565,16 @@ def _restart_env(max_restarts: int) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------------ eval
 def _eval_config(args: argparse.Namespace) -> Path:
-    """``eval``'s CONFIG: as given, else the saved config of the run ``--ckpt`` belongs to."""
+    """``eval``'s CONFIG: as given, else the saved config (as data) of the run ``--ckpt`` belongs to."""
     if args.config is not None:
         return _check_config(args.config)
     from ding_dist.entry.services.run_folder import find_run_config
 
     resolve_checkpoint(args.ckpt)  # a missing checkpoint is reported as such
-    found = find_run_config(args.ckpt)
+    found = find_run_config(args.ckpt)  # the run's config as data: nothing of a copied folder runs
     if found is None:
-        raise UsageError(f"--ckpt {args.ckpt!r} is not in a run folder with a saved config.py: give CONFIG")
+        raise UsageError(f"--ckpt {args.ckpt!r} is not in a run folder with a saved config.json: "
+                         f"{_name_the_config(args.ckpt, 'eval')}")  # fmt: skip
     return _check_config(str(found))
 
 
@@ -679,6 +702,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         ding-dist: error: config file 'missing_config.py' does not exist
         2
     """
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the arguments parse or torch is imported: one line too
+        print(f"{PROG}: interrupted (SIGINT)", file=sys.stderr)
+        return EXIT_SIGINT
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     from ding_dist.utils.checkpoint import CheckpointError  # torch, imported once the arguments parse
 
@@ -693,14 +724,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         record_for_launcher(e)
         error_line(" ".join(str(e).split()))
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C before the training loop (start-up) or after it: nothing to checkpoint
         if "RANK" not in os.environ:  # a rank leaves it to its launcher, which says it once for all of them
-            print(f"{PROG}: interrupted", file=sys.stderr)
+            print(f"{PROG}: interrupted (SIGINT)", file=sys.stderr)
         return EXIT_SIGINT
+    except Exception as e:  # a full disk, quota or file-size limit (an OSError, maybe wrapped): one line, exit 2
+        message = no_room(e)
+        if message is None:
+            raise
+        record_for_launcher(e)
+        error_line(message)
+        return EXIT_USAGE
     except SystemExit as e:
-        if e.code == EXIT_SIGTERM:  # the pipeline's SIGTERM handler: envs and writers are closed by now
-            print(f"{PROG}: terminated (SIGTERM)", file=sys.stderr)
-            return EXIT_SIGTERM
+        if e.code in _STOP_CODES.values():  # the pipeline's stop handlers: envs and writers are closed by now
+            name = next(n for n, code in _STOP_CODES.items() if code == e.code)
+            print(f"{PROG}: stopped by {name}", file=sys.stderr)
+            return int(e.code)
         raise
 
 
