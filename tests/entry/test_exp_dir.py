@@ -60,7 +60,7 @@ def test_a_rank_leaves_the_interrupt_line_to_its_launcher(monkeypatch, capsys):
     monkeypatch.setattr(commands, "_config_show", interrupted)
     monkeypatch.delenv("RANK", raising=False)
     assert cli_main(["config", "show", CONFIG]) == 130
-    assert capsys.readouterr().err == "ding-dist: interrupted\n"
+    assert capsys.readouterr().err == "ding-dist: interrupted (SIGINT)\n"
     monkeypatch.setenv("RANK", "1")
     assert cli_main(["config", "show", CONFIG]) == 130
     assert capsys.readouterr().err == ""
