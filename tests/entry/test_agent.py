@@ -50,3 +50,42 @@ def test_a_killed_agent_leaves_no_orphan_worker(tmp_path):
         assert mark.read_text() == "SIGTERM"
     finally:
         os.killpg(agent.pid, signal.SIGKILL)
+
+
+def test_watch_store_calls_on_lost_once_a_reached_store_stops_answering():
+    """A cut-off node's agent used to sit for good in a store call; the watch sees the store gone within its bound."""
+    import socket
+    import threading
+
+    from ding_dist.entry.cli.agent import watch_store
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    lost: list[float] = []
+    called = threading.Event()
+    done = watch_store("127.0.0.1", port, 1.0, lambda s: (lost.append(s), called.set()), every_s=0.1)
+    try:
+        time.sleep(1.5)  # reached every 0.1 s for longer than the bound: never lost
+        assert lost == []
+        server.close()
+        assert called.wait(10), "the watch did not notice the store was gone"
+        assert len(lost) == 1 and lost[0] > 1.0
+    finally:
+        done.set()
+        server.close()
+
+
+def test_watch_store_waits_for_a_store_not_yet_up():
+    """Before the store is first reached (its node not started yet), torch's join timeout applies, not the watch."""
+    import socket
+
+    from ding_dist.entry.cli.agent import watch_store
+
+    free = socket.create_server(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+    free.close()
+    lost: list[float] = []
+    done = watch_store("127.0.0.1", port, 0.3, lost.append, every_s=0.1)
+    time.sleep(1.0)
+    done.set()
+    assert lost == []

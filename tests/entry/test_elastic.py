@@ -27,7 +27,9 @@ from ding_dist.utils import CheckpointManager, load_checkpoint
 pytestmark = pytest.mark.quality
 
 REPO = Path(__file__).resolve().parents[2]
-TWO_HOSTS = REPO.parent / "shared" / "tools" / "two-hosts"
+# the project's checkout has shared/ beside it; a worktree's (/work/wt/NAME) two levels up
+_TOOL = Path("shared") / "tools" / "two-hosts"
+TWO_HOSTS = next((p / _TOOL for p in REPO.parents[:2] if (p / _TOOL).is_file()), REPO.parent / _TOOL)
 STEPS = 6_144  # a multiple of the 64 env steps per iteration
 SETS = ["env.collector_env_num=4", "env.evaluator_env_num=1", "env.n_evaluator_episode=1", "env.stop_value=1e9",
         "env.step_cost_ms=1", "policy.model.hidden_sizes=[16]", "policy.learn.learning_starts=64",
@@ -185,3 +187,46 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("how", ["leave", "kill-agent", "cut"])
+def test_across_two_namespaces_a_node_that_leaves_is_killed_or_cut_off_lets_the_other_continue(tmp_path, how):
+    """Two network namespaces (``two-hosts``): after the job re-formed at 2, the second node's agent gets SIGTERM
+    (``leave``), SIGKILL (``kill-agent``), or its link goes down (``cut``). The first node continues at one process
+    to the end; every process of the second node is gone within 60 s (a cut: STORE_LOST_S = 30 s plus detection)."""
+    if "two-hosts" not in _hosts():
+        pytest.skip(f"needs root and {TWO_HOSTS} (ip netns): CI has no network namespaces")
+    exp, logs = tmp_path / "run", [tmp_path / "node0.log", tmp_path / "node1.log"]
+    port = free_port()
+    subprocess.run([str(TWO_HOSTS), "up", "1gbit"], check=True, capture_output=True, timeout=30)
+    procs: list[subprocess.Popen] = []
+    try:
+        procs.append(_agent("10.77.0.1", port, exp, logs[0], 0, True))
+        _wait("a checkpoint of one process", lambda: _newest(exp / "ckpt"), procs)
+        procs.append(_agent("10.77.0.1", port, exp, logs[1], 1, False))
+        _wait("a checkpoint of two processes", lambda: (n := _newest(exp / "ckpt")) and n[1] == 2 and n, procs)
+        second = _descendants(procs[1].pid)
+        t0 = time.monotonic()
+        if how == "cut":
+            subprocess.run(["ip", "-n", "ding-h1", "link", "set", "veth-h1", "down"], check=True, timeout=10)
+        else:
+            procs[1].send_signal(signal.SIGTERM if how == "leave" else signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and [p for p in second if _alive(p)]:
+            time.sleep(0.2)
+        gone = time.monotonic() - t0
+        assert [p for p in second if _alive(p)] == [], "the second node's processes outlived it"
+        code = procs[0].wait(300)
+        print(f"two-hosts {how}: the second node's processes gone {gone:.1f} s after the stop")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+        subprocess.run([str(TWO_HOSTS), "down"], capture_output=True, timeout=30)
+    text = logs[0].read_text() + logs[1].read_text()
+    assert code == 0, text[-3000:]
+    result = json.loads((exp / "result.json").read_text())
+    assert (result["env_steps"], result["world_size"]) == (STEPS, 1), text[-3000:]
+    if how == "cut":
+        assert "cannot reach the job's rendezvous store" in logs[1].read_text()

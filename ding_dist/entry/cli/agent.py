@@ -1,7 +1,7 @@
 """Torchrun's elastic agent as ``ding-dist``'s launchers run it: a stop is a stop, and the agent ends with its job.
 
 Torch's launcher (``torch.distributed.run``, ``elastic_launch``) builds a ``LocalElasticAgent``; inside
-:func:`stop_aware_agent` it builds a :class:`StopAwareAgent` instead, which differs in three ways:
+:func:`stop_aware_agent` it builds a :class:`StopAwareAgent` instead, which differs in four ways:
 
 - **a stop is a stop** (``local=True``, ``ding-dist train --nproc N``): ranks that exit with a stop code (128 +
   SIGINT, SIGTERM or SIGUSR1: they checkpointed the step they stopped at) end the job as stopped, not failed, and
@@ -12,7 +12,11 @@ Torch's launcher (``torch.distributed.run``, ``elastic_launch``) builds a ``Loca
   nodes' agents once its workers finished; this one waits at most :data:`EXIT_BARRIER_S` seconds, in slices, so a
   signal stops it at once, and not at all when a peer is gone (the store's host answers no more);
 - its workers die with it: each worker asks the kernel for SIGTERM when its agent dies (:func:`die_with_agent`),
-  so a killed agent leaves no orphan: the worker stops like a preempted one.
+  so a killed agent leaves no orphan: the worker stops like a preempted one;
+- **a cut-off node exits** (``store_endpoint`` given, elastic jobs): a thread connects to the rendezvous store every
+  second (:func:`watch_store`); when, once reached, none of its connections succeeded for :data:`STORE_LOST_S` s (the
+  node's link is down, or the store's node is gone), the agent kills its workers, says so in one line and exits 1.
+  Torch's agent would sit for good in a store call that a dead link never answers.
 
 Example::
 
@@ -28,20 +32,32 @@ import ctypes
 import logging
 import os
 import signal
+import socket
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from torch.distributed.elastic.agent.server.api import RunResult, WorkerState
 from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
 
-__all__ = ["EXIT_BARRIER_S", "STOP_EXIT_CODES", "StopAwareAgent", "die_with_agent", "stop_aware_agent"]
+__all__ = [
+    "EXIT_BARRIER_S",
+    "STOP_EXIT_CODES",
+    "STORE_LOST_S",
+    "StopAwareAgent",
+    "die_with_agent",
+    "stop_aware_agent",
+    "watch_store",
+]
 
 logger = logging.getLogger(__name__)
 
 #: Seconds an agent whose workers finished waits for the other nodes' agents (torch's default: 300).
 EXIT_BARRIER_S = 30.0
+#: Seconds an elastic node goes on without reaching its rendezvous store before it stops its workers and exits.
+STORE_LOST_S = 30.0
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
 #: Exit codes of a rank that stopped on a signal: 128 + the signal (handled: checkpointed), or killed by it.
 STOP_EXIT_CODES = frozenset([128 + s for s in _STOP_SIGNALS] + [-s for s in _STOP_SIGNALS])
@@ -56,11 +72,35 @@ class StopAwareAgent(LocalElasticAgent):
     """``LocalElasticAgent`` where ranks stopped by a signal end a local job (see the module docstring), with a
     bounded, interruptible exit barrier."""
 
-    def __init__(self, *args: Any, local: bool = True, exit_barrier_s: float = EXIT_BARRIER_S, **kwargs: Any):
+    def __init__(self, *args: Any, local: bool = True, exit_barrier_s: float = EXIT_BARRIER_S,
+                 store_endpoint: tuple[str, int] | None = None, store_lost_s: float = STORE_LOST_S,
+                 **kwargs: Any):  # fmt: skip
         super().__init__(*args, exit_barrier_timeout=exit_barrier_s, **kwargs)
         self.local = local
+        self.store_endpoint, self.store_lost_s = store_endpoint, store_lost_s
         #: Global rank -> exit code of the ranks whose stop ended the job (empty: it was not stopped that way).
         self.stopped: dict[int, int] = {}
+
+    def run(self, role: str = "default") -> RunResult:
+        if self.store_endpoint is None:
+            return super().run(role)
+        done = watch_store(*self.store_endpoint, self.store_lost_s, self._cut_off)
+        try:
+            return super().run(role)
+        finally:
+            done.set()
+
+    def _cut_off(self, seconds: float) -> None:
+        """The store has not been reached for ``seconds``: kill this node's workers and exit (from the watch's
+        thread: the agent's own thread may sit in a store call for good)."""
+        host, port = self.store_endpoint  # type: ignore[misc]
+        print(f"ding-dist: this node cannot reach the job's rendezvous store at {host}:{port} for {seconds:.0f} s "
+              "(its link is down, or the store's node is gone); its ranks were killed and it exits",
+              file=sys.stderr, flush=True)  # fmt: skip
+        try:
+            self._shutdown(signal.SIGKILL, timeout=5)
+        finally:
+            os._exit(1)
 
     def _monitor_workers(self, worker_group: Any) -> RunResult:
         result = super()._monitor_workers(worker_group)
@@ -96,10 +136,41 @@ class StopAwareAgent(LocalElasticAgent):
             logger.info("exit barrier: the rendezvous store answers no more (%s); exiting", str(e).splitlines()[0])
 
 
+def watch_store(host: str, port: int, lost_s: float, on_lost: Callable[[float], None], every_s: float = 1.0
+                ) -> threading.Event:  # fmt: skip
+    """In a daemon thread, connect to ``host:port`` every ``every_s`` seconds; once it was reached and then no
+    connection succeeded for ``lost_s`` seconds, call ``on_lost(seconds)`` and stop. Set the returned event to stop
+    watching.
+
+    Example::
+
+        done = watch_store("node0", 29400, 30.0, lambda s: print(f"store lost for {s:.0f} s"))
+        ...
+        done.set()
+    """
+    done = threading.Event()
+
+    def watch() -> None:
+        last_ok: float | None = None  # before the store is first reached, torch's join timeout applies
+        while not done.wait(every_s):
+            try:
+                socket.create_connection((host, port), timeout=max(every_s, 1.0)).close()
+                last_ok = time.monotonic()
+            except OSError:
+                if last_ok is not None and time.monotonic() - last_ok > lost_s and not done.is_set():
+                    on_lost(time.monotonic() - last_ok)
+                    return
+
+    threading.Thread(target=watch, name="ding-dist-store-watch", daemon=True).start()
+    return done
+
+
 @contextlib.contextmanager
-def stop_aware_agent(local: bool, exit_barrier_s: float = EXIT_BARRIER_S) -> Iterator[list[StopAwareAgent]]:
+def stop_aware_agent(local: bool, exit_barrier_s: float = EXIT_BARRIER_S,
+                     store_endpoint: tuple[str, int] | None = None) -> Iterator[list[StopAwareAgent]]:  # fmt: skip
     """While active, torch's launcher (``elastic_launch``, ``torch.distributed.run.run``) builds
-    :class:`StopAwareAgent` for its agent; the list it yields holds the agent(s) built.
+    :class:`StopAwareAgent` for its agent; the list it yields holds the agent(s) built. ``store_endpoint``: the
+    rendezvous store (``HOST``, ``PORT``) of an elastic job, whose loss for :data:`STORE_LOST_S` ends the agent.
 
     Example::
 
@@ -111,7 +182,8 @@ def stop_aware_agent(local: bool, exit_barrier_s: float = EXIT_BARRIER_S) -> Ite
     made: list[StopAwareAgent] = []
 
     def build(*args: Any, **kwargs: Any) -> StopAwareAgent:
-        agent = StopAwareAgent(*args, local=local, exit_barrier_s=exit_barrier_s, **kwargs)
+        agent = StopAwareAgent(*args, local=local, exit_barrier_s=exit_barrier_s, store_endpoint=store_endpoint,
+                               **kwargs)  # fmt: skip
         made.append(agent)
         return agent
 

@@ -92,7 +92,9 @@ def launch_elastic(args: argparse.Namespace, cfg: Any, nproc: int, exp_dir: Path
     from ding_dist.entry.cli.agent import stop_aware_agent
 
     try:
-        with stop_aware_agent(local=False):  # a peer node's stop re-forms the job; a bounded exit barrier
+        host, _, port = args.rdzv_endpoint.rpartition(":")
+        # a peer node's stop re-forms the job; a bounded exit barrier; a node cut off from the store exits
+        with stop_aware_agent(local=False, store_endpoint=(host.strip("[]"), int(port))):
             torchrun(launcher)
     except ChildFailedError as e:
         first = min(e.failures.items(), key=lambda kv: kv[1].timestamp)
