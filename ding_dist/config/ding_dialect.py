@@ -1188,6 +1188,11 @@ def _impala(t: _Translator) -> None:
     t.report.add("differs", "DI-engine replays trajectories up to max_use times; here each rollout is learned "
                  "right after it is collected (with actors: V-trace corrects their lag)")  # fmt: skip
     t.ignore_under("policy.other.replay_buffer", "rollouts go straight to the learner (V-trace, no trajectory replay)")
+    t.ignore(
+        "policy.random_collect_size",
+        "DI-engine's serial pipeline first puts that many random-action steps in its trajectory replay; with no "
+        "replay here, training starts from the policy's own first rollout",
+    )
     t.require("policy.nstep", (1,), "V-trace targets")
     gamma = t.take("policy.learn.discount_factor", t.take("policy.discount_factor", 0.99))
     collect_gamma = t.take("policy.collect.discount_factor", gamma)
@@ -1223,10 +1228,12 @@ def _impala(t: _Translator) -> None:
             f"DI-engine config key 'policy.learn.rho_pg_clip_ratio' = {short_repr(rho_pg)} cannot be honoured: the "
             "policy gradient's importance weights are clipped at rho_clip_ratio here"
         )
-    if t.has("policy.learn.grad_clip_type"):
-        t.require("policy.learn.grad_clip_type", ("clip_norm",), "gradients are clipped by their norm")
-    if t.has("policy.learn.grad_clip_value"):
-        t.same("policy.learn.grad_clip_value", "policy.learn.grad_clip_norm")
+    # DI-engine's IMPALA hands learn.grad_clip_type (default None: no clipping) and learn.clip_value to its Adam
+    clip_type = t.require("policy.learn.grad_clip_type", ("clip_norm", None), "only gradient-norm clipping")
+    clip_value = t.take("policy.learn.clip_value", 0.5)
+    clip_norm = clip_value if clip_type == "clip_norm" else None
+    t.put("policy.learn.grad_clip_norm", NO_CLIP if clip_norm is None else clip_norm)
+    t.report.add("mapped", f"policy.learn.grad_clip_type/clip_value -> grad_clip_norm={short_repr(clip_norm)}")
     t.put("policy.learn.adv_norm", False)
     _iteration_counts(t, upc, n_sample, f"{upc} train iters per collect")
 
