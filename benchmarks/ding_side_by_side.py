@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -87,11 +88,26 @@ def ding_worker(path: str, seed: int, env_steps: int, workdir: str) -> dict:
     return {"seconds": seconds, "env_steps": env_steps, "return": float(np.mean(returns)), "episodes": len(returns)}
 
 
+def _run(cmd: list[str], timeout: float, cwd: str | None = None) -> subprocess.CompletedProcess | None:
+    """``cmd`` in its own process group; None when past ``timeout`` (the whole group, env workers too, killed)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                            start_new_session=True)  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def run_ding(venv: Path, path: Path, seed: int, env_steps: int, timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="ding_side_") as tmp:
         cmd = [str(venv / "bin" / "python"), "-W", "ignore", __file__, "--ding-worker", str(path), "--seeds",
                str(seed), "--env-steps", str(env_steps), "--workdir", tmp]  # fmt: skip
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        done = _run(cmd, timeout)
+        if done is None:
+            return {"error": f"not done within {timeout:.0f} s"}
         lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
         if done.returncode != 0 or not lines:
             err = [ln for ln in done.stderr.splitlines() if ln.strip()]
@@ -104,7 +120,9 @@ def run_ours(path: Path, seed: int, env_steps: int, timeout: float) -> dict:
         exp = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "ding_dist.entry.cli", "train", str(path), "--seed", str(seed),
                "--max-env-steps", str(env_steps), "--exp-dir", str(exp)]  # fmt: skip
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp)
+        done = _run(cmd, timeout, cwd=tmp)
+        if done is None:
+            return {"error": f"not done within {timeout:.0f} s"}
         if done.returncode != 0:
             err = [ln for ln in done.stderr.splitlines() if ln.strip()]
             return {"error": (err or [f"exit code {done.returncode}"])[-1][:300]}
