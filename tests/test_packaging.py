@@ -93,8 +93,10 @@ def test_wheel_holds_the_configs_the_license_and_the_metadata(installed):
         return found
 
     assert {"pygame", "moviepy", "ale-py", "pytest"} <= extra("test")  # render: the video and GIF tests run in CI
+    assert {"box2d", "pygame"} <= extra("box2d") <= extra("test")  # Box2D: DI-engine's Box2D files run in CI
     assert {"ruff", "pygame"} <= extra("dev")
-    assert sorted(meta.get_all("Provides-Extra")) == ["atari", "dev", "envpool", "mujoco", "render", "test", "wandb"]
+    extras = ["atari", "box2d", "dev", "envpool", "mujoco", "render", "test", "wandb"]
+    assert sorted(meta.get_all("Provides-Extra")) == extras
 
 
 def test_installed_package_trains_with_the_shipped_config_from_any_folder(installed):

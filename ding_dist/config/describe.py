@@ -32,6 +32,9 @@ KEY_MEANINGS: dict[str, str] = {
     "env.n_evaluator_episode": "episodes per evaluation",
     "env.stop_value": "stop once the evaluation return reaches this (None: never)",
     "env.atari": "Atari preprocessing options (None: the defaults for ALE ids)",
+    "env.channels_first": "uint8 (H, W, C) image observations as (C, H, W), the CNN encoder's layout (e.g. CarRacing)",
+    "env.reward_clip": "[low, high] (either None: unbounded): collector envs' rewards clipped into it; logged "
+    "returns stay true (None: off)",
     "env.step_cost_ms": "artificial cost per env step in ms (benchmarks; 0: none)",
     "env.max_restarts": "restarts of one crashed collector env allowed within env.restart_window_s (then an error; "
     "0: no restarts, gymnasium's own vector env)",
@@ -93,6 +96,7 @@ KEY_MEANINGS: dict[str, str] = {
     "ppo:policy.collect.n_sample": "rollout length per iteration, the run's total (each rank: n_sample / N)",
     "ppo:policy.learn.batch_size": "minibatch, the run's total (each rank: batch_size / N; the ragged tail of a "
     "shuffled rollout is dropped)",
+    "policy.model.conv_channels": "on images: the three convolutions' channels (None: the Nature CNN's 32, 64, 64)",
     "policy.model.log_std_init": "initial Gaussian log-std for Box actions",
     "policy.model.obs_norm": "normalize vector observations with running statistics synchronized across ranks",
     "policy.collect.discount_factor": "gamma of GAE",
@@ -106,6 +110,11 @@ KEY_MEANINGS: dict[str, str] = {
     "policy.learn.value_weight": "value loss weight",
     "policy.learn.entropy_weight": "entropy bonus weight",
     "policy.learn.adv_norm": "normalize advantages with the statistics of the global minibatch (all ranks)",
+    "policy.learn.lr_decay_collects": "linear learning-rate decay over this many collects, then "
+    "lr_decay_min_factor x learning_rate (None: constant)",
+    "policy.learn.lr_decay_min_factor": "the learning rate's final factor with lr_decay_collects",
+    "policy.learn.betas": "Adam's betas",
+    "policy.learn.eps": "Adam's eps",
     # sac
     "policy.model.actor_hidden_sizes": "hidden layer sizes of the actor",
     "policy.model.critic_hidden_sizes": "hidden layer sizes of each Q critic",

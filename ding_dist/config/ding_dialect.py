@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import importlib.util
 import math
 import os
 import sys
@@ -46,6 +45,7 @@ from typing import Any
 from easydict import EasyDict
 
 from ding_dist.config.compile import apply_overrides, parse_override, to_plain
+from ding_dist.config.ding_envs import DING_ENV_IDS, ENV_MANAGERS, translate_env
 from ding_dist.config.errors import ConfigError
 from ding_dist.config.rules import short_repr
 
@@ -57,19 +57,6 @@ __all__ = [
     "translate_if_ding",
 ]
 
-#: DI-engine env types (``create_config.env.type``) -> gymnasium ids. DI-engine's CartPole is gym's v0
-#: (200-step limit, solved at 195); its LunarLander is v2, which gymnasium 1.x replaced by v3.
-DING_ENV_IDS = {
-    "cartpole": "CartPole-v0",
-    "pendulum": "Pendulum-v1",
-    "lunarlander": "LunarLander-v3",
-    "acrobot": "Acrobot-v1",
-    "mountain_car": "MountainCar-v0",
-}
-_RENAMED_IDS = {"LunarLander-v2": "LunarLander-v3", "LunarLanderContinuous-v2": "LunarLanderContinuous-v3"}
-_BOX2D_IDS = ("LunarLander-v3", "LunarLanderContinuous-v3")
-#: DI-engine env manager types -> ours (sync: all envs in the process; async: one subprocess per env).
-_ENV_MANAGERS = {"base": "sync", "subprocess": "async", "async_subprocess": "async"}
 #: DI-engine policy type -> (the translator of its policy section, whether it learns on-policy); a translator is
 #: added with :func:`translates`.
 TRANSLATORS: dict[str, tuple[Callable[[_Translator], None], bool]] = {}
@@ -80,8 +67,6 @@ _reported: set[str] = set()
 _MISSING = object()
 #: A gradient-norm bound no gradient reaches: "no clipping" where the key's default is a float.
 NO_CLIP = 1e9
-#: Policies whose actions live in [-1, 1] and are mapped onto the env's Box bounds (DI-engine's ``act_scale=True``).
-_BOUNDS_MAPPED = ("sac", "td3", "ddpg", "bdq", "d4pg")
 #: Policies that learn from whole episodes (``collect.n_episode``, DI-engine's episode collector).
 _EPISODE_POLICIES = ("pg", "ppo_pg")
 
@@ -188,6 +173,8 @@ class _Translator:
         self.out: dict[str, Any] = {}
         self.create_out: dict[str, Any] = {}
         self.report = TranslationReport(source, "?", "?")
+        self.image_obs = False  # set by the env suite (Atari, CarRacing): the model translators map conv encoders
+        self.env_action_bins: Any = None  # MuJoCo's env.action_bins_per_branch, for BDQ's translator
 
     # --- reading -------------------------------------------------------------------------------------------
     def has(self, path: str) -> bool:
@@ -328,14 +315,14 @@ def _create_section(t: _Translator) -> tuple[str, str | None]:
             f"the policies {sorted(TRANSLATORS)}{hint}"
         )
     manager = c.get("env_manager.type", "base")
-    if manager not in _ENV_MANAGERS:
+    if manager not in ENV_MANAGERS:
         raise ConfigError(
             f"DI-engine config key 'create_config.env_manager.type' = {manager!r} cannot be honoured; "
-            f"known: {sorted(_ENV_MANAGERS)}"
+            f"known: {sorted(ENV_MANAGERS)}"
         )
-    t.create_out.update({"env.type": "gymnasium", "env_manager.type": _ENV_MANAGERS[manager], "policy.type": policy})
+    t.create_out.update({"env.type": "gymnasium", "env_manager.type": ENV_MANAGERS[manager], "policy.type": policy})
     if "env_manager.type" in c:
-        t.report.add("mapped", f"create_config.env_manager.type={manager!r} -> {_ENV_MANAGERS[manager]!r}")
+        t.report.add("mapped", f"create_config.env_manager.type={manager!r} -> {ENV_MANAGERS[manager]!r}")
     rb = c.get("replay_buffer.type")
     if rb is not None:
         if rb not in ("naive", "deque", "advanced", "replay"):
@@ -371,70 +358,6 @@ def _create_section(t: _Translator) -> tuple[str, str | None]:
             hint = f" (did you mean 'create_config.{close[0]}'?)" if close else ""
             raise ConfigError(f"DI-engine config key 'create_config.{path}' cannot be honoured by ding_dist{hint}")
     return policy, c.get("env.type")
-
-
-def _env_section(t: _Translator, env_type: str | None, policy: str) -> str:
-    for key in ("collector_env_num", "evaluator_env_num", "n_evaluator_episode", "stop_value"):
-        t.same(f"env.{key}")
-    if "env.collector_env_num" in t.main:  # DI-engine's DDP keeps envs per process and splits n_sample
-        t.report.add(
-            "differs",
-            f"env.collector_env_num={short_repr(t.main['env.collector_env_num'])}: DI-engine steps that many envs in "
-            "every process and splits n_sample over the processes, so on N processes each env's rollout is N times "
-            "shorter; here it is the run's total, split over the processes (learners), so each env's rollout keeps "
-            "n_sample / collector_env_num steps on any number of processes",
-        )
-    t.ignore("env.replay_path", "ding_dist records no videos of evaluation episodes")
-    t.ignore_under("env.manager", "DI-engine env-manager tuning; the manager is create_config.env_manager.type")
-    t.ignore("env.type", "the env comes from create_config.env.type")
-    t.ignore("env.import_names", "DI-engine module imports; envs come from gymnasium")
-    env_id = t.take("env.env_id", None)
-    continuous = t.take("env.continuous", False)
-    if env_id is None:
-        if env_type not in DING_ENV_IDS:
-            close = difflib.get_close_matches(str(env_type), list(DING_ENV_IDS), n=1, cutoff=0.5)
-            hint = f" (closest: {close[0]!r})" if close else ""
-            raise ConfigError(
-                f"DI-engine config key 'create_config.env.type' = {env_type!r} cannot be honoured: known DI-engine "
-                f"envs are {sorted(DING_ENV_IDS)}{hint}; or give a gymnasium id with --set env.id=..."
-            )
-        env_id = DING_ENV_IDS[env_type]
-        if env_type == "lunarlander" and continuous:
-            env_id = "LunarLanderContinuous-v3"
-        if env_type == "pendulum" and t.has("env.continuous") and not continuous and policy != "bdq":
-            raise ConfigError(
-                "DI-engine config key 'env.continuous' = False cannot be honoured by ding_dist: DI-engine's pendulum "
-                "env then offers 11 discrete torques; here Pendulum-v1 keeps its Box action space (a policy for Box "
-                "actions, e.g. bdq, discretizes it itself)"
-            )
-        note = {"cartpole": " (DI-engine's CartPole: v0, 200-step episodes)"}.get(env_type, "")
-        t.report.add("mapped", f"create_config.env.type={env_type!r} -> env.id={env_id!r}{note}")
-    elif env_id in _RENAMED_IDS:
-        t.report.add("mapped", f"env.env_id={env_id!r} -> env.id={_RENAMED_IDS[env_id]!r} (gymnasium 1.x renamed it)")
-        env_id = _RENAMED_IDS[env_id]
-    else:
-        t.report.add("mapped", f"env.env_id={env_id!r} -> env.id")
-    if env_id in _BOX2D_IDS and importlib.util.find_spec("Box2D") is None:
-        raise ConfigError(
-            f"DI-engine env {env_type or env_id!r} is gymnasium's {env_id}, which needs Box2D and it is not "
-            "installed: pip install swig 'gymnasium[box2d]'"
-        )
-    act_scale = t.take("env.act_scale", _MISSING)
-    if act_scale is not _MISSING:
-        name = policy.upper()
-        if policy in _BOUNDS_MAPPED and act_scale is True:
-            t.report.add(
-                "mapped", f"env.act_scale=True: {name} maps its [-1, 1] actions onto the env's bounds, as here"
-            )
-        elif policy in _BOUNDS_MAPPED:
-            raise ConfigError(
-                f"DI-engine config key 'env.act_scale' = False cannot be honoured: ding_dist's {name} always maps its "
-                "[-1, 1] actions onto the env's bounds"
-            )
-        else:
-            t.report.add("differs", f"env.act_scale={act_scale!r}: PPO's Gaussian samples are clipped to the bounds")
-    t.put("env.id", env_id)
-    return env_id
 
 
 def _common_policy(t: _Translator, policy: str) -> None:
@@ -495,6 +418,29 @@ def _common_policy(t: _Translator, policy: str) -> None:
             t.used.add(path)
 
 
+def _encoder(t: _Translator) -> list[int]:
+    """``policy.model.encoder_hidden_size_list`` (DI-engine's default [128, 128, 64]) as the layers our networks build.
+
+    On images (Atari, CarRacing) DI-engine builds a ConvEncoder: convolutions of the first three sizes (kernels 8, 4,
+    3, strides 4, 2, 1) and a linear layer of the last size; here that is ``policy.model.conv_channels`` and a CNN
+    whose linear layer is the one hidden size returned (the head's layers follow, as on vectors)."""
+    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
+    if not t.image_obs:
+        return encoder
+    if len(encoder) not in (3, 4):
+        raise ConfigError(
+            f"DI-engine config key 'policy.model.encoder_hidden_size_list' = {encoder} cannot be honoured on images: "
+            "DI-engine's ConvEncoder then adds residual blocks; ding_dist's CNN has three convolutions and a linear "
+            "layer (3 or 4 sizes)"
+        )
+    t.put("policy.model.conv_channels", encoder[:3])
+    t.report.add("mapped", f"policy.model.encoder_hidden_size_list={encoder} on images (DI-engine's ConvEncoder) -> "
+                 f"policy.model.conv_channels={encoder[:3]} (kernels 8/4/3, strides 4/2/1, as here), then a "
+                 f"{encoder[-1]}-unit layer")  # fmt: skip
+    t.report.add("differs", "the CNN's linear layer has a ReLU here; DI-engine's ConvEncoder has none before the head")
+    return [encoder[-1]]
+
+
 def _iteration_counts(t: _Translator, iters_per_collect: int, n_sample: Any, what: str) -> None:
     """eval_freq and the learner's checkpoint/log hooks: DI-engine's train iterations -> our env steps."""
     n_sample = _int_at_least(t, "policy.collect.n_sample", n_sample, 1)
@@ -521,7 +467,7 @@ def _dqn(t: _Translator) -> None:
     d = "DI-engine's DQN default"
     t.default("policy.discount_factor", "policy.discount_factor", 0.97, d)
     t.default("policy.nstep", "policy.nstep", 1, d)
-    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
+    encoder = _encoder(t)
     dueling = t.take("policy.model.dueling", True)
     head = t.take("policy.model.head_hidden_size", None) or encoder[-1]
     layers = t.take("policy.model.head_layer_num", 1)
@@ -594,11 +540,14 @@ def _priority(t: _Translator, d: str, on: bool = False) -> None:
 @translates("ppo", on_policy=True)
 def _ppo(t: _Translator) -> None:
     d = "DI-engine's PPO default"
-    if t.has("policy.learn.update_per_collect"):
-        raise ConfigError(
-            "DI-engine config key 'policy.learn.update_per_collect' is not read by DI-engine's on-policy PPO "
-            "(did you mean 'policy.learn.epoch_per_collect'?)"
-        )
+    t.ignore(
+        "policy.learn.update_per_collect",
+        "DI-engine's on-policy pipeline (serial_pipeline_onpolicy) trains once per collect, epoch_per_collect epochs; "
+        "its PPO does not read update_per_collect",
+    )
+    _lr_scheduler(t)
+    t.ignore("policy.collect.collector_env_num", "not read by DI-engine's PPO; the collector's envs are "
+             "env.collector_env_num")  # fmt: skip
     _vac_model(t, "PPO")
     ppo_init = t.take("policy.learn.ppo_param_init", True)
     if ppo_init:
@@ -644,6 +593,27 @@ def _ppo(t: _Translator) -> None:
     if "policy.learn.batch_size" not in t.out:
         t.put("policy.learn.batch_size", 64)
     _iteration_counts(t, 1, n_sample, "1 train iter (all epochs)")
+
+
+def _lr_scheduler(t: _Translator) -> None:
+    """DI-engine's PPO ``learn.lr_scheduler`` (``epoch_num``, ``min_lr_lambda``): a LambdaLR stepped once per train
+    call, i.e. per collect, ``lr * max(1 - k * (1 - min_lr_lambda) / epoch_num, min_lr_lambda)`` at collect ``k``."""
+    if t.take("policy.learn.lr_scheduler", None) is None and not t.under("policy.learn.lr_scheduler"):
+        return
+    given = {key: t.take(f"policy.learn.lr_scheduler.{key}", None) for key in ("epoch_num", "min_lr_lambda")}
+    if given["epoch_num"] is None or given["min_lr_lambda"] is None:
+        raise ConfigError("DI-engine config key 'policy.learn.lr_scheduler' needs epoch_num and min_lr_lambda "
+                          "(DI-engine's PPO reads both)")  # fmt: skip
+    n = _int_at_least(t, "policy.learn.lr_scheduler.epoch_num", given["epoch_num"], 1)
+    low = given["min_lr_lambda"]
+    if isinstance(low, bool) or not isinstance(low, (int, float)) or not 0 <= low <= 1:
+        raise ConfigError(f"DI-engine config key 'policy.learn.lr_scheduler.min_lr_lambda' must be in [0, 1], got "
+                          f"{short_repr(low)}")  # fmt: skip
+    t.put("policy.learn.lr_decay_collects", n)
+    t.put("policy.learn.lr_decay_min_factor", float(low))
+    t.report.add("mapped", f"policy.learn.lr_scheduler(epoch_num={n}, min_lr_lambda={low!r}) -> "
+                 f"policy.learn.lr_decay_collects={n}, lr_decay_min_factor={float(low)!r} (linear, once per collect, "
+                 "as DI-engine's LambdaLR)")  # fmt: skip
 
 
 @translates("sac", on_policy=False)
@@ -787,7 +757,7 @@ def _q_family(
     d = f"DI-engine's {name} default"
     t.default("policy.discount_factor", "policy.discount_factor", defaults["discount_factor"], d)
     t.default("policy.nstep", "policy.nstep", defaults["nstep"], d)
-    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
+    encoder = _encoder(t)
     head = t.take("policy.model.head_hidden_size", None) or encoder[-1]
     layers = _int_at_least(t, "policy.model.head_layer_num", t.take("policy.model.head_layer_num", 1), 0)
     t.require("policy.model.dropout", (None,), f"ding_dist's {name} network has no dropout")
@@ -889,6 +859,7 @@ def _iqn(t: _Translator) -> None:
     t.default("policy.model.quantile_embedding_size", "policy.model.quantile_embedding_size", 128, d)
     t.require("policy.model.beta_function_type", ("uniform",), "ding_dist's IQN draws its fractions uniformly")
     t.default("policy.learn.kappa", "policy.learn.kappa", 1.0, d)
+    t.ignore("policy.kappa", "DI-engine's IQN reads learn.kappa")
     t.report.add("differs", "acting: the mean over evenly spaced fractions here, over random ones in DI-engine")
     _q_family(t, "IQN", {**_Q_DEFAULTS, "n_sample": None}, split_head=True)
 
@@ -899,6 +870,7 @@ def _rainbow(t: _Translator) -> None:
     for key, value in (("v_min", -10), ("v_max", 10), ("n_atom", 51)):
         t.default(f"policy.model.{key}", f"policy.model.{key}", value, d)
     t.report.add("differs", "noisy layers: acting and evaluation use their means, as DI-engine's collect/eval modes")
+    t.ignore("policy.learn.iqn", "not read by DI-engine 0.5.3's Rainbow (C51's distributional loss, as here)")
     defaults = dict(
         discount_factor=0.99,
         nstep=3,
@@ -1014,7 +986,7 @@ def _vac_model(t: _Translator, name: str) -> None:
     )
     t.require("policy.model.action_space", ("discrete", "continuous"), "only discrete and continuous actions")
     t.ignore("policy.continuous", "taken from the env's action space")
-    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
+    encoder = _encoder(t)
     actor = (t.take("policy.model.actor_head_hidden_size", 64), t.take("policy.model.actor_head_layer_num", 1))
     critic = (t.take("policy.model.critic_head_hidden_size", 64), t.take("policy.model.critic_head_layer_num", 1))
     share = t.take("policy.model.share_encoder", True)
@@ -1031,7 +1003,10 @@ def _vac_model(t: _Translator, name: str) -> None:
     )
     if critic != actor:
         t.report.add("differs", f"critic head {critic[0]} x {critic[1]}: the critic uses hidden_sizes={hidden} too")
-    if share:
+    if t.image_obs:  # PPO's image network: CleanRL's, whatever the head sizes
+        t.report.add("differs", "on images: one CNN trunk with a 512-unit layer and linear actor and critic heads "
+                     f"here; DI-engine's VAC: a {encoder[-1]}-unit layer, heads {actor[0]} x {actor[1]}")  # fmt: skip
+    elif share:
         t.report.add("differs", "share_encoder=True: actor and critic are separate MLPs of hidden_sizes here")
 
 
@@ -1046,17 +1021,25 @@ def _a2c(t: _Translator) -> None:
         t.report.add("ignored", "policy.learn.batch_size: A2C takes one step on the whole rollout, as DI-engine's")
     for key, value in (("learning_rate", 1e-3), ("value_weight", 0.5), ("entropy_weight", 0.01)):
         t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
-    t.default("policy.learn.normalize_advantage", "policy.learn.adv_norm", False, d)
+    if t.has("policy.learn.adv_norm"):  # DI-engine 0.5.3's name; older files: normalize_advantage
+        t.same("policy.learn.adv_norm")
+        t.ignore("policy.learn.normalize_advantage", "DI-engine 0.5.3's A2C reads learn.adv_norm")
+    else:
+        t.default("policy.learn.normalize_advantage", "policy.learn.adv_norm", False, d)
     t.default("policy.learn.grad_norm", "policy.learn.grad_clip_norm", 0.5, d)
     betas = t.take("policy.learn.betas", (0.9, 0.999))
-    if tuple(betas) != (0.9, 0.999):
-        raise ConfigError(f"DI-engine config key 'policy.learn.betas' = {short_repr(betas)} cannot be honoured: Adam's")
-    eps = t.take("policy.learn.eps", 1e-8)
-    t.report.add("differs", f"policy.learn.eps={eps!r}: Adam's eps is 1e-5 here (PPO's network and optimizer)")
+    if not (isinstance(betas, (list, tuple)) and len(betas) == 2 and all(0 <= float(b) < 1 for b in betas)):
+        raise ConfigError(f"DI-engine config key 'policy.learn.betas' must be two numbers in [0, 1), got "
+                          f"{short_repr(betas)}")  # fmt: skip
+    t.put("policy.learn.betas", [float(b) for b in betas])
+    t.put("policy.learn.eps", float(t.take("policy.learn.eps", 1e-8)))
+    t.report.add("mapped" if t.has("policy.learn.betas") else "default", f"policy.learn.betas={list(betas)}, "
+                 f"eps={t.out['policy.learn.eps']!r}: Adam's (DI-engine's A2C optimizer)")  # fmt: skip
     if t.take("policy.learn.ignore_done", False):
         t.report.add("differs", "policy.learn.ignore_done=True: time-limit ends bootstrap here; terminations do not")
     t.require("policy.collect.nstep_return", (False,), "ding_dist's A2C uses GAE returns")
     t.ignore("policy.collect.nstep", "used only with nstep_return")
+    t.ignore("policy.learn.discount_factor", "DI-engine's A2C reads policy.collect.discount_factor")
     t.ignore_under("policy.other.replay_buffer", "DI-engine's on-policy buffer; rollouts go straight to the learner")
     for key, value in (("discount_factor", 0.9), ("gae_lambda", 0.95)):
         t.default(f"policy.collect.{key}", f"policy.collect.{key}", value, d)
@@ -1205,6 +1188,11 @@ def _impala(t: _Translator) -> None:
     t.report.add("differs", "DI-engine replays trajectories up to max_use times; here each rollout is learned "
                  "right after it is collected (with actors: V-trace corrects their lag)")  # fmt: skip
     t.ignore_under("policy.other.replay_buffer", "rollouts go straight to the learner (V-trace, no trajectory replay)")
+    t.ignore(
+        "policy.random_collect_size",
+        "DI-engine's serial pipeline first puts that many random-action steps in its trajectory replay; with no "
+        "replay here, training starts from the policy's own first rollout",
+    )
     t.require("policy.nstep", (1,), "V-trace targets")
     gamma = t.take("policy.learn.discount_factor", t.take("policy.discount_factor", 0.99))
     collect_gamma = t.take("policy.collect.discount_factor", gamma)
@@ -1240,10 +1228,12 @@ def _impala(t: _Translator) -> None:
             f"DI-engine config key 'policy.learn.rho_pg_clip_ratio' = {short_repr(rho_pg)} cannot be honoured: the "
             "policy gradient's importance weights are clipped at rho_clip_ratio here"
         )
-    if t.has("policy.learn.grad_clip_type"):
-        t.require("policy.learn.grad_clip_type", ("clip_norm",), "gradients are clipped by their norm")
-    if t.has("policy.learn.grad_clip_value"):
-        t.same("policy.learn.grad_clip_value", "policy.learn.grad_clip_norm")
+    # DI-engine's IMPALA hands learn.grad_clip_type (default None: no clipping) and learn.clip_value to its Adam
+    clip_type = t.require("policy.learn.grad_clip_type", ("clip_norm", None), "only gradient-norm clipping")
+    clip_value = t.take("policy.learn.clip_value", 0.5)
+    clip_norm = clip_value if clip_type == "clip_norm" else None
+    t.put("policy.learn.grad_clip_norm", NO_CLIP if clip_norm is None else clip_norm)
+    t.report.add("mapped", f"policy.learn.grad_clip_type/clip_value -> grad_clip_norm={short_repr(clip_norm)}")
     t.put("policy.learn.adv_norm", False)
     _iteration_counts(t, upc, n_sample, f"{upc} train iters per collect")
 
@@ -1255,6 +1245,7 @@ def _fqf(t: _Translator) -> None:
     t.default("policy.model.quantile_embedding_size", "policy.model.quantile_embedding_size", 128, d)
     for key, value in (("learning_rate_fraction", 2.5e-9), ("ent_coef", 0.0), ("kappa", 1.0)):
         t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
+    t.ignore("policy.kappa", "DI-engine's FQF reads learn.kappa")
     t.report.add("differs", "the fraction network steps with Adam here (a parameter group), RMSprop in DI-engine")
     t.report.add("differs", "Q-values weight each quantile by its fraction's width (the paper), DI-engine's average")
     _q_family(t, "FQF", {**_Q_DEFAULTS, "learning_rate": 5e-5, "n_sample": None}, split_head=True,
@@ -1287,6 +1278,8 @@ def _ppo_offpolicy(t: _Translator) -> None:
         t.report.add("differs", "policy.learn.ignore_done=True: time-limit ends bootstrap here; terminations do not")
     t.require("policy.nstep_return", (False,), "ding_dist's off-policy PPO uses GAE returns")
     t.ignore("policy.nstep", "used only with nstep_return")
+    t.ignore("policy.learn.nstep", "not read by DI-engine's PPOOffPolicy (its nstep is policy.nstep)")
+    t.ignore("policy.learn.nstep_return", "not read by DI-engine's PPOOffPolicy (it reads policy.nstep_return)")
     t.ignore("policy.transition_with_policy_data", "rollouts always keep log-probs and values")
     for key, value in (("discount_factor", 0.99), ("gae_lambda", 0.95)):
         t.default(f"policy.collect.{key}", f"policy.collect.{key}", value, d)
@@ -1305,7 +1298,7 @@ def _ppo_offpolicy(t: _Translator) -> None:
 @translates("sqn", on_policy=False)
 def _sqn(t: _Translator) -> None:
     d = "DI-engine's SQN default"
-    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
+    encoder = _encoder(t)
     dueling = t.take("policy.model.dueling", True)
     head = t.take("policy.model.head_hidden_size", None) or encoder[-1]
     layers = _int_at_least(t, "policy.model.head_layer_num", t.take("policy.model.head_layer_num", 1), 0)
@@ -1355,6 +1348,16 @@ def _bdq(t: _Translator) -> None:
     d = "DI-engine's BDQ default"
     t.require("env.continuous", (False,), "DI-engine's BDQ acts on the discretized env (continuous=False)")
     t.default("policy.model.action_bins_per_branch", "policy.model.action_bins_per_branch", 2, d)
+    if t.env_action_bins is not None:
+        bins = t.out["policy.model.action_bins_per_branch"]
+        if t.env_action_bins != bins:
+            raise ConfigError(
+                f"DI-engine config key 'env.action_bins_per_branch' = {short_repr(t.env_action_bins)} cannot be "
+                f"honoured with policy.model.action_bins_per_branch = {short_repr(bins)}: one discretization here"
+            )
+        t.report.add("mapped", f"env.action_bins_per_branch={bins}: DI-engine's MujocoEnv maps bin i to "
+                     f"2 i / {bins - 1} - 1 in [-1, 1]; here BDQ spaces its bins evenly over the Box bounds (the same "
+                     "actions for [-1, 1] bounds)")  # fmt: skip
     t.same("policy.model.num_branches")
     layers = t.take("policy.model.layer_num", 3)
     for path in ("policy.model.a_layer_num", "policy.model.v_layer_num"):
@@ -1376,6 +1379,8 @@ def _ppg_offpolicy(t: _Translator) -> None:
         t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
     upc = _int_at_least(t, "policy.learn.update_per_collect", t.out["policy.learn.update_per_collect"], 1)
     t.report.add("default", "policy.learn.grad_clip_norm=None (DI-engine's PPG does not clip gradients)")
+    t.ignore("policy.learn.beta_weight", "not read by DI-engine 0.5.3's PPG")
+    t.ignore("policy.learn.epochs_aux", "not read by DI-engine 0.5.3's PPG (its auxiliary epochs: aux_train_epoch)")
     t.report.add("differs", "the auxiliary phase's KL is the full KL(pi_old || pi) over the actions (the paper's); "
                  "DI-engine's ppg_joint_error takes kl_div of the taken action's log-probabilities")  # fmt: skip
     if t.take("policy.learn.ignore_done", False):
@@ -1427,7 +1432,7 @@ def _r2d2(t: _Translator) -> None:
     t.ignore("policy.collect.traj_len_inf", "each env's stream is cut into sequences across rollouts")
     t.ignore("policy.collect.env_num", "the collector's envs are env.collector_env_num")
     t.ignore("policy.eval.env_num", "the evaluator's envs are env.evaluator_env_num")
-    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
+    encoder = _encoder(t)
     dueling = bool(t.take("policy.model.dueling", True))
     head = t.take("policy.model.head_hidden_size", None) or encoder[-1]
     layers = t.take("policy.model.head_layer_num", 1)
@@ -1484,6 +1489,7 @@ def _d4pg(t: _Translator) -> None:
     for key, value in (("v_min", -10), ("v_max", 10), ("n_atom", 51)):
         t.default(f"policy.model.{key}", f"policy.model.{key}", value, d)
     t.require("policy.model.twin_critic", (False,), "D4PG has one distributional critic")
+    t.require("policy.model.critic_head_type", ("categorical",), "D4PG's critic is categorical (DI-engine's only one)")
     t.default("policy.nstep", "policy.nstep", 3, d)
     t.ignore("policy.discount_factor", "DI-engine's D4PG reads policy.learn.discount_factor (default 0.99)")
     _priority(t, d, on=True)
@@ -1497,7 +1503,7 @@ def _acer(t: _Translator) -> None:
     """DI-engine's ACER: trajectories of ``unroll_len`` steps in a replay, ``update_per_collect`` steps on
     ``batch_size`` of them; here each env's rollout is cut into chunks of ``unroll_len`` steps."""
     d = "DI-engine's ACER default"
-    encoder = list(t.take("policy.model.encoder_hidden_size_list", [128, 128, 64]))
+    encoder = _encoder(t)
     actor = (t.take("policy.model.actor_head_hidden_size", 64), t.take("policy.model.actor_head_layer_num", 1))
     critic = (t.take("policy.model.critic_head_hidden_size", 64), t.take("policy.model.critic_head_layer_num", 1))
     hidden = encoder + [actor[0]] * actor[1]
@@ -1526,6 +1532,8 @@ def _acer(t: _Translator) -> None:
                           f"'policy.collect.discount_factor' = {short_repr(collect_gamma)} cannot be honoured: one "
                           "discount here")  # fmt: skip
     t.ignore("policy.collect.gae_lambda", "ACER's targets are Retrace's")
+    t.ignore("policy.discount_factor", "DI-engine's ACER reads policy.learn.discount_factor")
+    t.ignore("policy.nstep", "not read by DI-engine's ACER (Retrace over the whole trajectory)")
     t.ignore("policy.learn.lambda_", "not read by DI-engine's ACER (Retrace's traces are min(1, rho))")
     t.ignore("policy.learn.value_weight", "not read by DI-engine's ACER (the critic has its own optimizer)")
     t.require("policy.learn.grad_clip_type", (None,), "DI-engine's ACER file clips no gradients; nor does ours")
@@ -1554,10 +1562,24 @@ def _translate(t: _Translator) -> None:
         t.same("exp_name")
     if t.has("seed"):
         t.same("seed")
-    env_id = _env_section(t, env_type, policy)
+    env_id = translate_env(t, env_type, policy)
     t.report.env_id = env_id
     _common_policy(t, policy)
     TRANSLATORS[policy][0](t)
+    _integral_counts(t)
+
+
+#: Counts DI-engine's files may write as floats (``decay=1e5``): Python takes them there, ours are ints.
+_COUNT_KEYS = ("policy.other.eps.decay", "policy.other.replay_buffer.replay_buffer_size", "policy.collect.n_sample",
+               "policy.learn.batch_size", "policy.learn.learning_starts")  # fmt: skip
+
+
+def _integral_counts(t: _Translator) -> None:
+    for key in _COUNT_KEYS:
+        value = t.out.get(key)
+        if isinstance(value, float) and value.is_integer():
+            t.out[key] = int(value)
+            t.report.add("converted", f"{key}={value!r} -> {int(value)} (a count)")
 
 
 def _known_keys(policy: str) -> set[str]:

@@ -20,6 +20,7 @@ from typing import Any
 from easydict import EasyDict
 
 from ding_dist.config.compile import to_plain
+from ding_dist.config.ding_imports import CONFIG_HELPERS, ding_helpers_only, ding_top_imports, provided_ding_helpers
 from ding_dist.config.errors import ConfigError
 from ding_dist.config.shipped import find_config
 from ding_dist.utils.fileio import atomic_write_text
@@ -61,6 +62,10 @@ def read_config(path: str | os.PathLike) -> tuple[EasyDict, EasyDict]:
         )
     try:
         namespace = runpy.run_path(str(p), run_name="__ding_dist_config__")
+    except ModuleNotFoundError as e:
+        if not (e.name or "").split(".")[0] == "ding":
+            raise ConfigError(f"error while executing config file {str(p)!r}: {type(e).__name__}: {e}") from e
+        namespace = _run_without_ding(p, e)
     except Exception as e:
         raise ConfigError(f"error while executing config file {str(p)!r}: {type(e).__name__}: {e}") from e
     if "main_config" not in namespace:
@@ -70,6 +75,26 @@ def read_config(path: str | os.PathLike) -> tuple[EasyDict, EasyDict]:
         if not isinstance(value, Mapping):
             raise ConfigError(f"config file {str(p)!r}: {name} must be a dict or EasyDict, got {type(value).__name__}")
     return EasyDict(to_plain(main)), EasyDict(to_plain(create))
+
+
+def _run_without_ding(p: Path, error: ModuleNotFoundError) -> dict[str, Any]:
+    """A DI-engine file that imports ``ding`` (not installed): run it with the config helpers it imports provided,
+    or one line saying which imports need DI-engine (see :mod:`ding_dist.config.ding_imports`)."""
+    imports = ding_top_imports(p.read_text())
+    if ding_helpers_only(imports):
+        try:
+            with provided_ding_helpers():
+                return runpy.run_path(str(p), run_name="__ding_dist_config__")
+        except Exception as e:
+            raise ConfigError(f"error while executing config file {str(p)!r}: {type(e).__name__}: {e}") from e
+    need = [f"{m}.{n}" if n else m for m, n in imports if n not in CONFIG_HELPERS.get(m, {})]
+    what = ", ".join(need) if need else str(error.name)
+    raise ConfigError(
+        f"config file {str(p)!r} imports DI-engine at its top ({what}) and DI-engine is not installed: ding_dist "
+        "reads DI-engine's config files without it when they import only config helpers; these are DI-engine's own "
+        "classes (move those imports under `if __name__ == '__main__':`, where the file uses them, or install "
+        "DI-engine)"
+    ) from error
 
 
 def _literal(value: Any, key: str, indent: int) -> str:

@@ -48,6 +48,10 @@ def sequence_priority(td: torch.Tensor, mask: torch.Tensor, eta: float = 0.9) ->
     return torch.where(count > 0, eta * top + (1.0 - eta) * mean, torch.zeros_like(mean))
 
 
+#: Rows a sequence replay allocates first (then doubling as sequences arrive).
+_FIRST_ROWS = 64
+
+
 class SequenceReplayBuffer:
     """Prioritized replay of fixed-length sequences cut from each env slot's stream (see the module docstring).
 
@@ -107,7 +111,9 @@ class SequenceReplayBuffer:
         self.alpha, self.beta0, self.anneal_step, self.eps = float(alpha), float(beta), int(anneal_step), float(eps)
         self.obs_shape, self.action_shape = tuple(obs_shape), tuple(action_shape)
         self.state_shapes = {k: tuple(v) for k, v in (state_shapes or {}).items()}
-        s, n = self.slots, self.seq_len
+        # Rows are allocated as sequences arrive (doubling, up to the slots): a large replay (DI-engine's Atari R2D2
+        # files ask for 10000 sequences of 101 stacked frames, 26 GB) costs only what it holds.
+        s, n = min(self.slots, _FIRST_ROWS), self.seq_len
         self._data: dict[str, np.ndarray] = {
             "obs": np.zeros((s, n + 1, *self.obs_shape), dtype=obs_dtype),
             "action": np.zeros((s, n, *self.action_shape), dtype=action_dtype),
@@ -185,7 +191,9 @@ class SequenceReplayBuffer:
         valid = len(seq)
         if valid <= burnin:  # nothing left to learn after the burn-in
             return
-        d, slot = self._data, self._pos
+        slot = self._pos
+        self._reserve(slot + 1)
+        d = self._data
         for name in ("obs", "action", "reward", "terminated", "mask"):
             d[name][slot] = 0
         d["obs"][slot, :valid] = np.stack([s["obs"] for s in seq])
@@ -200,6 +208,16 @@ class SequenceReplayBuffer:
         self.tree.update(np.array([slot]), np.array([self.max_priority**self.alpha]))
         self._pos = (slot + 1) % self.slots
         self._count = min(self._count + 1, self.slots)
+
+    def _reserve(self, rows: int) -> None:
+        """At least ``rows`` allocated rows (at most the slots): double, zero-filled."""
+        have = len(self._data["burnin"])
+        if rows <= have:
+            return
+        new = min(self.slots, max(rows, 2 * have))
+        self._data = {
+            k: np.concatenate([v, np.zeros((new - have, *v.shape[1:]), dtype=v.dtype)]) for k, v in self._data.items()
+        }
 
     # --- sampling ----------------------------------------------------------------------------------------
     def sample_indices(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -263,8 +281,11 @@ class SequenceReplayBuffer:
         mine = (self.slots, self.seq_len, self.obs_shape, self.action_shape)
         if (slots, seq_len, tuple(obs), tuple(action)) != mine:
             raise ValueError(f"sequence replay state has (slots, seq_len, obs, action) = {state['shape']}, this {mine}")
+        self._reserve(len(state["data"]["burnin"]))
         for k, v in self._data.items():
-            v[...] = state["data"][k]
+            given = np.asarray(state["data"][k])
+            v[: len(given)] = given
+            v[len(given) :] = 0
         self.tree.load_state_dict({"leaves": np.asarray(state["priorities"])})
         self.max_priority, self.draws = float(state["max_priority"]), int(state["draws"])
         self._pos, self._count = int(state["pos"]), int(state["count"])

@@ -1,6 +1,7 @@
 """Atari through ``ale-py`` with gymnasium's own preprocessing wrappers.
 
-Wrapper stack, innermost first (all from ``gymnasium.wrappers`` except :class:`LifeLossTerminal`)::
+Wrapper stack, innermost first (all from ``gymnasium.wrappers`` except :class:`LifeLossTerminal` and
+:class:`FireReset`)::
 
     ale_py AtariEnv (frameskip=1)            the raw emulator; frame skipping happens below
     AtariPreprocessing                       no-op reset (<= 30), frame skip 4 with max-pool of the last two
@@ -8,6 +9,7 @@ Wrapper stack, innermost first (all from ``gymnasium.wrappers`` except :class:`L
     TimeLimit               (if configured)  env.max_episode_steps agent steps per game
     RecordEpisodeStatistics                  the true game score: info["episode"]["r"] when the game ends
     LifeLossTerminal        (training only)  terminated=True when a life is lost; the next reset continues the game
+    FireReset               (fire_reset)     FIRE after each reset (and lost life) in games that have it
     TransformReward(np.sign) (training only) reward clipping for learning
     FrameStackObservation(4)                 observation (4, 84, 84) uint8
 
@@ -25,7 +27,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["EPISODE_STATS_KEY", "atari_default_config", "is_atari_id", "wrap_atari", "LifeLossTerminal"]
+__all__ = ["EPISODE_STATS_KEY", "atari_default_config", "is_atari_id", "wrap_atari", "FireReset", "LifeLossTerminal"]
 
 #: ``env.metadata`` key set by :func:`wrap_atari`: episode returns to log are in ``info["episode"]``.
 EPISODE_STATS_KEY = "ding_dist.episode_statistics"
@@ -46,6 +48,7 @@ def atari_default_config() -> dict[str, Any]:
         "frame_stack": 4,
         "terminal_on_life_loss": True,  # training envs only
         "clip_reward": True,  # training envs only
+        "fire_reset": False,  # FIRE after each reset in games with a FIRE action (DI-engine's, baselines')
     }
 
 
@@ -113,6 +116,31 @@ class LifeLossTerminal(gym.Wrapper):
         return obs, info
 
 
+class FireReset(gym.Wrapper):
+    """After each ``reset``, one FIRE step (action 1) in games whose action set has FIRE (the game starts on it).
+
+    Above :class:`LifeLossTerminal`, so a game continued after a lost life is fired again, as DI-engine's and
+    baselines' ``FireResetWrapper`` do; a game the FIRE step ends is reset once more.
+
+    Example::
+
+        env = FireReset(wrap_atari(gym.make("ALE/Breakout-v5", frameskip=1)))
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        meanings = env.unwrapped.get_action_meanings()
+        self.fire = len(meanings) >= 3 and meanings[1] == "FIRE"
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        if self.fire:
+            obs, _, terminated, truncated, info = self.env.step(1)
+            if terminated or truncated:
+                obs, info = self.env.reset(options=options)
+        return obs, info
+
+
 def wrap_atari(
     env: gym.Env,
     options: Mapping[str, Any] | None = None,
@@ -123,8 +151,9 @@ def wrap_atari(
     """Apply the Atari preprocessing to a raw ale-py env built with ``frameskip=1``.
 
     ``options`` overrides :func:`atari_default_config`; ``training`` adds life-loss termination and
-    reward clipping (when enabled in ``options``); ``max_episode_steps`` truncates a game after that many
-    agent steps (each ``frame_skip`` emulator frames; None: the emulator's own limit). Observation:
+    reward clipping (when enabled in ``options``); ``fire_reset`` a FIRE step after each reset;
+    ``max_episode_steps`` truncates a game after that many agent steps (each ``frame_skip`` emulator frames;
+    None: the emulator's own limit). Observation:
     ``(frame_stack, 84, 84)`` uint8.
 
     Example::
@@ -150,6 +179,8 @@ def wrap_atari(
     env = gym.wrappers.RecordEpisodeStatistics(env)
     if training and opts["terminal_on_life_loss"]:
         env = LifeLossTerminal(env)
+    if opts["fire_reset"]:
+        env = FireReset(env)
     if training and opts["clip_reward"]:
         env = gym.wrappers.TransformReward(env, lambda r: float(np.sign(r)))
     if int(opts["frame_stack"]) > 1:

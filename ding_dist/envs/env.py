@@ -26,7 +26,7 @@ import numpy as np
 from easydict import EasyDict
 from gymnasium.vector import AutoresetMode
 
-from ding_dist.envs.atari import is_atari_id, register_ale, wrap_atari
+from ding_dist.envs.atari import EPISODE_STATS_KEY, is_atari_id, register_ale, wrap_atari
 from ding_dist.envs.grouped import GroupedVectorEnv, sample_groups_error
 from ding_dist.envs.restarting import InWorker, RestartingVectorEnv
 from ding_dist.envs.seeding import env_seeds
@@ -72,7 +72,10 @@ def env_default_config() -> EasyDict:
     :mod:`ding_dist.envs.restarting`), ``sample_groups`` (double-buffered sampling: a rank's collector envs in this
     many groups, and while one group steps the policy computes the next group's actions; with the async manager the
     stepping runs in the env workers meanwhile; 1: one batch, no overlap; it must divide each rank's collector envs;
-    recurrent policies use one group; see :mod:`ding_dist.envs.grouped`).
+    recurrent policies use one group; see :mod:`ding_dist.envs.grouped`), ``channels_first`` (a uint8 ``(H, W, C)``
+    image observation becomes ``(C, H, W)``, the layout the CNN encoder takes; e.g. CarRacing), ``reward_clip``
+    (``[low, high]``, either None for no bound: collector envs' rewards clipped into it, the logged episode returns
+    stay the true ones; None: no clipping).
 
     Example::
 
@@ -93,6 +96,8 @@ def env_default_config() -> EasyDict:
         max_restarts=5,
         restart_window_s=300.0,
         sample_groups=1,
+        channels_first=False,
+        reward_clip=None,
     )
 
 
@@ -140,6 +145,8 @@ def make_env(
     max_episode_steps: int | None = None,
     atari: bool | Mapping[str, Any] | None = None,
     training: bool = False,
+    channels_first: bool = False,
+    reward_clip: Any = None,
 ) -> gym.Env:
     """Build one gymnasium env from a registered id, or from ``entry_point`` (adapting old-gym envs).
 
@@ -147,6 +154,9 @@ def make_env(
     :func:`~ding_dist.envs.atari.wrap_atari` unless ``atari=False`` (a dict gives its options);
     ``training=True`` adds its life-loss termination and reward clipping (collector envs only). There
     ``max_episode_steps`` counts agent steps of a whole game (not emulator frames, not one life).
+    ``channels_first`` turns uint8 ``(H, W, C)`` images into ``(C, H, W)``; ``reward_clip`` (``[low, high]``) clips
+    the rewards of ``training`` envs, below a :class:`gymnasium.wrappers.RecordEpisodeStatistics` that keeps the
+    true returns for the logs.
 
     Example::
 
@@ -161,6 +171,7 @@ def make_env(
         if not _is_int(max_episode_steps) or max_episode_steps < 1:
             raise ValueError(f"env.max_episode_steps must be an int >= 1 or None, got {max_episode_steps!r:.80}")
         max_episode_steps = int(max_episode_steps)
+    bounds = _reward_bounds(reward_clip)
     if entry_point is not None:
         if isinstance(entry_point, str):
             factory = _import_attr(entry_point)
@@ -171,7 +182,64 @@ def make_env(
         env = ensure_gymnasium(_construct(factory, kwargs, f"entry_point {entry_point!r}"))
         if max_episode_steps is not None:
             env = gym.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
-        return env
+    else:
+        env = _make_raw(env_id, kwargs, max_episode_steps, atari, training)
+    if channels_first:
+        env = ChannelsFirst(env)
+    if training and bounds is not None:
+        if not env.metadata.get(EPISODE_STATS_KEY):
+            env = gym.wrappers.RecordEpisodeStatistics(env)
+        low, high = bounds
+        env = gym.wrappers.TransformReward(env, lambda r: float(np.clip(r, low, high)))
+        env.metadata = {**env.metadata, EPISODE_STATS_KEY: True}
+    return env
+
+
+def _reward_bounds(reward_clip: Any) -> tuple[float, float] | None:
+    """``env.reward_clip`` as ``(low, high)`` (None bounds: +-inf), None for no clipping; a clear error otherwise."""
+    if reward_clip is None:
+        return None
+    ok = isinstance(reward_clip, (list, tuple)) and len(reward_clip) == 2
+    ok = ok and all(b is None or (isinstance(b, numbers.Real) and not isinstance(b, bool)) for b in reward_clip)
+    if not ok:
+        raise ValueError(f"env.reward_clip must be [low, high] (numbers or None) or None, got {reward_clip!r:.80}")
+    low = -np.inf if reward_clip[0] is None else float(reward_clip[0])
+    high = np.inf if reward_clip[1] is None else float(reward_clip[1])
+    if not low <= high:
+        raise ValueError(f"env.reward_clip must have low <= high, got {reward_clip!r}")
+    return low, high
+
+
+class ChannelsFirst(gym.ObservationWrapper):
+    """A uint8 image observation ``(H, W, C)`` as ``(C, H, W)``, the layout of the CNN encoders.
+
+    Example::
+
+        env = ChannelsFirst(gym.make("CarRacing-v3", continuous=False))
+        env.observation_space.shape  # (3, 96, 96)
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        if not (isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3):
+            raise ValueError(f"env.channels_first needs uint8 (H, W, C) image observations, got {space}")
+        self.observation_space = gym.spaces.Box(
+            low=np.transpose(space.low, (2, 0, 1)), high=np.transpose(space.high, (2, 0, 1)), dtype=np.uint8
+        )
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(np.transpose(observation, (2, 0, 1)))
+
+
+def _make_raw(
+    env_id: str | None,
+    kwargs: dict[str, Any],
+    max_episode_steps: int | None,
+    atari: bool | Mapping[str, Any] | None,
+    training: bool,
+) -> gym.Env:
+    """A registered env (Atari ones with their preprocessing), before the generic wrappers of :func:`make_env`."""
     if not isinstance(env_id, str) or not env_id.strip():
         raise ValueError(f"env.id must be a gymnasium environment id such as 'CartPole-v1', got {env_id!r:.80}")
     use_atari = atari is not False and (isinstance(atari, Mapping) or atari is True or _looks_like_ale(env_id))
@@ -252,6 +320,8 @@ def _make_from_cfg(env_cfg: Mapping[str, Any], training: bool = False) -> gym.En
         max_episode_steps=env_cfg.get("max_episode_steps"),
         atari=env_cfg.get("atari"),
         training=training,
+        channels_first=bool(env_cfg.get("channels_first", False)),
+        reward_clip=env_cfg.get("reward_clip"),
     )
     cost = env_cfg.get("step_cost_ms") or 0.0
     return StepCost(env, cost) if cost else env

@@ -90,7 +90,7 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
             "stack_num": int(opts["frame_stack"]),
             "episodic_life": bool(training and opts["terminal_on_life_loss"]),
             "reward_clip": bool(training and opts["clip_reward"]),
-            "use_fire_reset": False,  # as the gymnasium wrappers of ding_dist.envs.atari
+            "use_fire_reset": bool(opts["fire_reset"]),  # as the gymnasium wrappers of ding_dist.envs.atari
             "gray_scale": True,
         }
         if env_cfg.get("max_episode_steps") is not None:

@@ -36,7 +36,8 @@ class A2CPolicy(PPOPolicy):
     Config (``policy.*``, beyond the base keys): ``model.hidden_sizes``, ``model.activation``, ``model.log_std_init``,
     ``model.obs_norm``; ``collect.n_sample`` (global rollout per iteration), ``collect.discount_factor``,
     ``collect.gae_lambda``; ``learn.learning_rate``, ``learn.value_weight``, ``learn.entropy_weight``,
-    ``learn.adv_norm``, ``learn.grad_clip_norm`` (None: no clipping). DI-engine's defaults.
+    ``learn.adv_norm``, ``learn.grad_clip_norm`` (None: no clipping), ``learn.betas`` / ``learn.eps`` (Adam's).
+    DI-engine's defaults.
 
     Example::
 
@@ -50,8 +51,11 @@ class A2CPolicy(PPOPolicy):
     @classmethod
     def default_config(cls) -> EasyDict:
         cfg = Policy.default_config()
-        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0, obs_norm=False)
-        cfg.learn.update(learning_rate=1e-3, value_weight=0.5, entropy_weight=0.01, adv_norm=False, grad_clip_norm=0.5)
+        cfg.model = EasyDict(
+            hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0, obs_norm=False, conv_channels=None
+        )
+        cfg.learn.update(learning_rate=1e-3, value_weight=0.5, entropy_weight=0.01, adv_norm=False, grad_clip_norm=0.5,
+                         betas=[0.9, 0.999], eps=1e-5)  # fmt: skip
         cfg.learn.pop("batch_size")  # one step on the whole rollout
         cfg.collect.update(n_sample=80, discount_factor=0.9, gae_lambda=0.95, preempt=False, preempt_fraction=0.6,
                            preempt_min_share=0.25)  # fmt: skip

@@ -28,17 +28,20 @@ average over N ranks, the actor's gradient is that of one process on the whole b
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 from easydict import EasyDict
+from torch import nn
 from torch.distributions import Categorical
 
 from ding_dist.comm import get_world_size
 from ding_dist.policy.base import Policy, action_info, mlp, obs_dim, soft_update
+from ding_dist.policy.common import trunk
+from ding_dist.policy.encoders import is_image_space
 from ding_dist.policy.ppo_offpolicy import SampleRing
 
 __all__ = ["ACERPolicy", "retrace_targets", "trust_region_gradient"]
@@ -82,8 +85,13 @@ def trust_region_gradient(g: torch.Tensor, k: torch.Tensor, delta: float) -> tor
     return g - scale * k
 
 
+def _over_steps(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``net`` on ``[L, B, *obs]`` as one batch of ``L B`` observations (a CNN takes ``[N, C, H, W]``)."""
+    return net(x.reshape(-1, *x.shape[2:])).reshape(*x.shape[:2], -1)
+
+
 class ACERPolicy(Policy):
-    """ACER for Discrete actions and vector observations: an actor, a Q critic, an average actor for the trust region.
+    """ACER for Discrete actions, vector or image observations: an actor, a Q critic, an average actor (trust region).
 
     Config (``policy.*``, beyond the base keys): ``model.hidden_sizes``, ``model.activation``; ``learn.unroll_len``,
     ``learn.update_per_collect``, ``learn.batch_size`` (chunks, global), ``learn.learning_rate_actor``,
@@ -104,7 +112,7 @@ class ACERPolicy(Policy):
     @classmethod
     def default_config(cls) -> EasyDict:
         cfg = super().default_config()
-        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="relu")
+        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="relu", conv_channels=None)
         cfg.learn.update(
             unroll_len=32,
             update_per_collect=4,
@@ -132,13 +140,21 @@ class ACERPolicy(Policy):
     ) -> None:
         super().__init__(cfg, obs_space, action_space, device)
         discrete, n_actions = action_info(action_space)
-        if not discrete or len(obs_space.shape) != 1:
-            raise ValueError(f"ACER needs vector observations and Discrete actions, got {obs_space}, {action_space}")
+        image = is_image_space(obs_space)
+        if not discrete or not (image or len(obs_space.shape) == 1):
+            raise ValueError(f"ACER needs vector or image observations and Discrete actions, got {obs_space}, "
+                             f"{action_space}")  # fmt: skip
         m, lc = self.cfg.model, self.cfg.learn
-        sizes: Sequence[int] = [obs_dim(obs_space), *m.hidden_sizes, n_actions]
-        self.actor = mlp(sizes, m.activation).to(self.device)
-        self.critic = mlp(sizes, m.activation).to(self.device)
-        self.avg_actor = mlp(sizes, m.activation).to(self.device)
+
+        def net() -> nn.Module:  # vectors: one MLP; images: a CNN trunk, the rest of hidden_sizes, a linear layer
+            if not image:
+                return mlp([obs_dim(obs_space), *m.hidden_sizes, n_actions], m.activation)
+            body, width = trunk(obs_space, m.hidden_sizes, m.activation, m.get("conv_channels"))
+            return nn.Sequential(body, nn.Linear(width, n_actions))
+
+        self.actor = net().to(self.device)
+        self.critic = net().to(self.device)
+        self.avg_actor = net().to(self.device)
         self.actor_optimizer = self.make_optimizer(self.actor.parameters(), lr=lc.learning_rate_actor)
         self.critic_optimizer = self.make_optimizer(self.critic.parameters(), lr=lc.learning_rate_critic)
         self.train_actor, self.actor_optimizer = self.distribute(self.actor, self.actor_optimizer)
@@ -168,12 +184,15 @@ class ACERPolicy(Policy):
                 f"ACER cuts each env's rollout into chunks of learn.unroll_len={unroll} steps, got {steps}"
             )
 
-        def chunks(x: np.ndarray) -> torch.Tensor:  # [T, N, ...] -> [N * T / L, L, ...]
+        def chunks(
+            x: np.ndarray, dtype: torch.dtype = torch.float32
+        ) -> torch.Tensor:  # [T, N, ...] -> [N T / L, L, ...]
             x = x.reshape(steps // unroll, unroll, *x.shape[1:])  # [K, L, N, ...]
-            return self.as_tensor(np.ascontiguousarray(np.swapaxes(x, 1, 2).reshape(-1, unroll, *x.shape[3:])))
+            return self.as_tensor(np.ascontiguousarray(np.swapaxes(x, 1, 2).reshape(-1, unroll, *x.shape[3:])), dtype)
 
         names = ("obs", "next_obs", "action", "reward", "terminated", "truncated", "probs")
-        self.replay.add({k: chunks(np.asarray(rollout[k])) for k in names})
+        obs_dtype = torch.uint8 if is_image_space(self.obs_space) else torch.float32  # images stay uint8 in the ring
+        self.replay.add({k: chunks(np.asarray(rollout[k]), obs_dtype if "obs" in k else torch.float32) for k in names})
         stats: dict[str, torch.Tensor] = {}
         for _ in range(int(lc.update_per_collect)):
             for k, v in self.update(self.replay.sample(lc.batch_size)).items():
@@ -187,19 +206,21 @@ class ACERPolicy(Policy):
         b = {k: v.transpose(0, 1) for k, v in batch.items()}  # [L, B, ...]
         action = b["action"].long().unsqueeze(-1)
         terminated, truncated = b["terminated"].bool(), b["truncated"].bool()
-        log_pi = torch.log_softmax(self.train_actor(b["obs"]), -1)  # [L, B, A]
-        q = self.train_critic(b["obs"])
+        log_pi = torch.log_softmax(_over_steps(self.train_actor, b["obs"]), -1)  # [L, B, A]
+        q = _over_steps(self.train_critic, b["obs"])
         with torch.no_grad():
             pi, q_d = log_pi.exp(), q.detach()
             v = (pi * q_d).sum(-1)
             rho = pi / b["probs"].clamp(min=1e-8)
-            v_next = (torch.softmax(self.actor(b["next_obs"]), -1) * self.critic(b["next_obs"])).sum(-1)
+            v_next = (
+                torch.softmax(_over_steps(self.actor, b["next_obs"]), -1) * _over_steps(self.critic, b["next_obs"])
+            ).sum(-1)
             cut = truncated.clone()
             cut[-1] = True
             rho_a = rho.gather(-1, action).squeeze(-1)
             q_ret = retrace_targets(q_d.gather(-1, action).squeeze(-1), v, b["reward"].float(), rho_a, terminated,
                                     cut, v_next, float(lc.discount_factor))  # fmt: skip
-            avg_pi = torch.softmax(self.avg_actor(b["obs"]), -1)
+            avg_pi = torch.softmax(_over_steps(self.avg_actor, b["obs"]), -1)
         c = float(lc.c_clip_ratio)
         weight_a = rho_a.clamp(max=c) * (q_ret - v)
         weight_all = (1.0 - c / (rho + 1e-8)).clamp(min=0.0) * pi * (q_d - v.unsqueeze(-1))

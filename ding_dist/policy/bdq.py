@@ -51,9 +51,10 @@ class BranchingQNetwork(nn.Module):
         hidden_sizes: Sequence[int] = (128, 128, 64),
         head_layers: int = 3,
         activation: str = "relu",
+        conv_channels: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
-        self.body, width = trunk(obs_space, hidden_sizes, activation)
+        self.body, width = trunk(obs_space, hidden_sizes, activation, conv_channels)
         self.branches, self.bins = int(branches), int(bins)
         hidden = [width] * (1 + int(head_layers))
         self.value = mlp([*hidden, 1], activation)
@@ -103,7 +104,7 @@ class BDQPolicy(QLearningPolicy):
         super().__init__(cfg, obs_space, action_space, device)
         m = self.cfg.model
         net = BranchingQNetwork(
-            obs_space, self.box.size, self.n_actions, m.hidden_sizes, m.head_layer_num, m.activation
+            obs_space, self.box.size, self.n_actions, m.hidden_sizes, m.head_layer_num, m.activation, m.conv_channels
         )
         init_q_learning(self, net, lr=self.cfg.learn.learning_rate)
 

@@ -52,7 +52,14 @@ class C51Policy(QLearningPolicy):
         super().__init__(cfg, obs_space, action_space, device)
         m = self.cfg.model
         net = CategoricalQNetwork(
-            obs_space, self.n_actions, m.n_atom, m.v_min, m.v_max, hidden_sizes=m.hidden_sizes, activation=m.activation
+            obs_space,
+            self.n_actions,
+            m.n_atom,
+            m.v_min,
+            m.v_max,
+            hidden_sizes=m.hidden_sizes,
+            activation=m.activation,
+            conv_channels=m.conv_channels,
         )
         init_q_learning(self, net, lr=self.cfg.learn.learning_rate)
 

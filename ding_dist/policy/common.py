@@ -90,7 +90,7 @@ class QLearningPolicy(Policy):
         cfg = super().default_config()
         cfg.discount_factor = 0.99
         cfg.nstep = 1
-        cfg.model = EasyDict(hidden_sizes=[128, 128], activation="relu")
+        cfg.model = EasyDict(hidden_sizes=[128, 128], activation="relu", conv_channels=None)
         cfg.learn.update(
             batch_size=64,
             learning_rate=1e-3,
@@ -173,10 +173,15 @@ class QLearningPolicy(Policy):
 
 
 # ------------------------------------------------------------------------------------------------- networks
-def trunk(obs_space: gym.Space, hidden_sizes: Sequence[int], activation: str = "relu") -> tuple[nn.Module, int]:
+def trunk(
+    obs_space: gym.Space,
+    hidden_sizes: Sequence[int],
+    activation: str = "relu",
+    conv_channels: Sequence[int] | None = None,
+) -> tuple[nn.Module, int]:
     """Feature layers for ``obs_space`` and their width: an MLP over ``hidden_sizes`` (activation after each
-    layer) for vectors; for uint8 images a Nature-CNN whose linear layer has ``hidden_sizes[0]`` units, then
-    the rest of ``hidden_sizes``.
+    layer) for vectors; for uint8 images a Nature-CNN (its convolutions ``conv_channels``, None: Nature's) whose
+    linear layer has ``hidden_sizes[0]`` units, then the rest of ``hidden_sizes``.
 
     Example::
 
@@ -186,10 +191,28 @@ def trunk(obs_space: gym.Space, hidden_sizes: Sequence[int], activation: str = "
     if not sizes:
         raise ValueError("model.hidden_sizes must name at least one hidden layer, got []")
     if is_image_space(obs_space):
-        cnn = NatureCNN(obs_space.shape, features=sizes[0])
+        cnn = NatureCNN(obs_space.shape, features=sizes[0], channels=conv_channels)
         rest = [mlp([sizes[0], *sizes[1:]], activation, out_activation=True)] if len(sizes) > 1 else []
         return nn.Sequential(cnn, *rest), sizes[-1]
     return mlp([obs_dim(obs_space), *sizes], activation, out_activation=True), sizes[-1]
+
+
+def features(
+    obs: int | gym.Space,
+    hidden_sizes: Sequence[int],
+    activation: str = "relu",
+    conv_channels: Sequence[int] | None = None,
+) -> tuple[nn.Module, int]:
+    """:func:`trunk` for an observation space, or the MLP over ``hidden_sizes`` for a vector size ``obs`` (the networks
+    that take a size keep their layers and parameter names for vectors; images give them a CNN).
+
+    Example::
+
+        body, width = features(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), [512])  # Nature CNN, width 512
+    """
+    if isinstance(obs, gym.Space):
+        return trunk(obs, hidden_sizes, activation, conv_channels)
+    return mlp([int(obs), *hidden_sizes], activation, out_activation=True), int(hidden_sizes[-1])
 
 
 def discrete_actions(action_space: gym.Space, algorithm: str) -> int:
@@ -314,9 +337,10 @@ class AtomQNetwork(nn.Module):
         *,
         noisy: bool = False,
         sigma0: float = 0.5,
+        conv_channels: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
-        self.body, width = trunk(obs_space, hidden_sizes, activation)
+        self.body, width = trunk(obs_space, hidden_sizes, activation, conv_channels)
         self.n_actions, self.atoms = int(n_actions), int(atoms)
         if dueling:
             self.head: nn.Module = DuelingHead(width, n_actions, atoms, activation, noisy=noisy, sigma0=sigma0)

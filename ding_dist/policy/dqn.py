@@ -155,7 +155,7 @@ class DQNPolicy(Policy):
         cfg.nstep = 1
         cfg.priority = False
         cfg.priority_IS_weight = False
-        cfg.model = EasyDict(hidden_sizes=[128, 128], dueling=False, activation="relu")
+        cfg.model = EasyDict(hidden_sizes=[128, 128], dueling=False, activation="relu", conv_channels=None)
         cfg.learn.update(
             batch_size=64,
             learning_rate=1e-3,
@@ -198,7 +198,7 @@ class DQNPolicy(Policy):
         self.n_actions = n_actions
         m = self.cfg.model
         if is_image_space(obs_space):  # Nature DQN: CNN (uint8 in, scaled on the device), then the head
-            cnn = NatureCNN(obs_space.shape, features=m.hidden_sizes[0])
+            cnn = NatureCNN(obs_space.shape, features=m.hidden_sizes[0], channels=m.conv_channels)
             self.model = QNetwork(0, n_actions, m.hidden_sizes[1:], m.dueling, m.activation, cnn)
         else:
             self.model = QNetwork(obs_dim(obs_space), n_actions, m.hidden_sizes, m.dueling, m.activation)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["NatureCNN", "is_image_space", "obs_tensor"]
+__all__ = ["NatureCNN", "conv_channels", "is_image_space", "obs_tensor"]
 
 
 def is_image_space(space: gym.Space) -> bool:
@@ -43,12 +43,29 @@ def obs_tensor(obs: np.ndarray, space: gym.Space, device: torch.device | str) ->
     return torch.as_tensor(obs, dtype=dtype, device=device)
 
 
+def conv_channels(channels: Sequence[int] | None) -> tuple[int, int, int]:
+    """``model.conv_channels`` checked: three positive ints (None: the Nature CNN's 32, 64, 64).
+
+    Example::
+
+        conv_channels(None)  # (32, 64, 64)
+    """
+    if channels is None:
+        return 32, 64, 64
+    ok = isinstance(channels, Sequence) and len(channels) == 3
+    if not ok or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in channels):
+        raise ValueError(f"model.conv_channels must be three ints >= 1 (or None), got {channels!r:.80}")
+    return int(channels[0]), int(channels[1]), int(channels[2])
+
+
 class NatureCNN(nn.Module):
     """The convolutional trunk of Mnih et al. (2015): ``uint8 (B, C, H, W) -> float (B, features)``.
 
     Conv 32x8x8 stride 4, conv 64x4x4 stride 2, conv 64x3x3 stride 1, each with ReLU, then a linear
     layer to ``features`` with ReLU. Inputs are scaled by 1/255 here, on the module's device. With
     ``orthogonal=True`` the layers are orthogonally initialized with gain sqrt(2) (the PPO convention).
+    ``channels``: the three convolutions' output channels (None: Nature's 32, 64, 64; DI-engine's Atari files
+    use e.g. 128, 128, 512), kernels and strides unchanged.
 
     Example::
 
@@ -56,15 +73,22 @@ class NatureCNN(nn.Module):
         cnn(torch.zeros(2, 4, 84, 84, dtype=torch.uint8)).shape  # (2, 512)
     """
 
-    def __init__(self, in_shape: Sequence[int], features: int = 512, *, orthogonal: bool = False) -> None:
+    def __init__(
+        self,
+        in_shape: Sequence[int],
+        features: int = 512,
+        *,
+        orthogonal: bool = False,
+        channels: Sequence[int] | None = None,
+    ) -> None:
         super().__init__()
-        channels = int(in_shape[0])
+        c1, c2, c3 = conv_channels(channels)
         self.convs = nn.Sequential(
-            nn.Conv2d(channels, 32, 8, stride=4),
+            nn.Conv2d(int(in_shape[0]), c1, 8, stride=4),
             nn.ReLU(),
-            nn.Conv2d(32, 64, 4, stride=2),
+            nn.Conv2d(c1, c2, 4, stride=2),
             nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1),
+            nn.Conv2d(c2, c3, 3, stride=1),
             nn.ReLU(),
             nn.Flatten(),
         )

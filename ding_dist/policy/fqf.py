@@ -64,9 +64,10 @@ class FQFNetwork(nn.Module):
         embedding_size: int = 128,
         num_quantiles: int = 32,
         activation: str = "relu",
+        conv_channels: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
-        self.body, width = trunk(obs_space, hidden_sizes, activation)
+        self.body, width = trunk(obs_space, hidden_sizes, activation, conv_channels)
         self.fraction = nn.Linear(width, int(num_quantiles))
         nn.init.xavier_uniform_(self.fraction.weight, gain=0.01)
         nn.init.zeros_(self.fraction.bias)
@@ -150,6 +151,7 @@ class FQFPolicy(QLearningPolicy):
             m.quantile_embedding_size,
             m.num_quantiles,
             m.activation,
+            m.conv_channels,
         )
         quantile_params = [p for name, p in net.named_parameters() if not name.startswith("fraction.")]
         global_batch = lc.batch_size * get_world_size(self.sync_group)  # learn.batch_size is this rank's share

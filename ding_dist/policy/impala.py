@@ -128,7 +128,7 @@ class IMPALAPolicy(PPOPolicy):
     @classmethod
     def default_config(cls) -> EasyDict:
         cfg = Policy.default_config()
-        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0)
+        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0, conv_channels=None)
         cfg.learn.update(
             epoch_per_collect=1,
             batch_size=256,

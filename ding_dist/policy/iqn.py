@@ -62,9 +62,10 @@ class ImplicitQuantileNetwork(nn.Module):
         embedding_size: int = 128,
         num_quantiles: int = 32,
         activation: str = "relu",
+        conv_channels: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
-        self.body, width = trunk(obs_space, hidden_sizes, activation)
+        self.body, width = trunk(obs_space, hidden_sizes, activation, conv_channels)
         self.embed = nn.Sequential(nn.Linear(int(embedding_size), width), nn.ReLU())
         self.head = mlp([width, *head_hidden_sizes, int(n_actions)], activation)
         freqs = math.pi * torch.arange(int(embedding_size), dtype=torch.float32)
@@ -123,6 +124,7 @@ class IQNPolicy(QLearningPolicy):
             m.quantile_embedding_size,
             m.num_quantiles,
             m.activation,
+            m.conv_channels,
         )
         init_q_learning(self, net, lr=self.cfg.learn.learning_rate)
         self.quantile_seed = parameter_seed(self.model)  # the same on every rank

@@ -38,6 +38,8 @@ from torch.distributions import Categorical
 
 from ding_dist.comm import get_world_size
 from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
+from ding_dist.policy.common import features
+from ding_dist.policy.encoders import is_image_space
 from ding_dist.policy.ppo import clipped_surrogate
 from ding_dist.policy.ppo_offpolicy import PPOOffPolicy, SampleRing
 
@@ -64,10 +66,17 @@ class PolicyNetwork(nn.Module):
         logits, aux_value = net(torch.zeros(3, 4))  # (3, 2), (3,)
     """
 
-    def __init__(self, obs_size: int, action_size: int, hidden_sizes: Sequence[int], activation: str = "tanh") -> None:
+    def __init__(
+        self,
+        obs_size: int | gym.Space,
+        action_size: int,
+        hidden_sizes: Sequence[int],
+        activation: str = "tanh",
+        conv_channels: Sequence[int] | None = None,
+    ) -> None:
         super().__init__()
-        self.trunk = mlp([obs_size, *hidden_sizes], activation, out_activation=True)
-        for layer in self.trunk:
+        self.trunk, _ = features(obs_size, hidden_sizes, activation, conv_channels)
+        for layer in self.trunk.modules():
             if isinstance(layer, nn.Linear):
                 nn.init.orthogonal_(layer.weight, gain=math.sqrt(2))
                 nn.init.zeros_(layer.bias)
@@ -93,10 +102,21 @@ class PPGNetwork(nn.Module):
 
     discrete = True
 
-    def __init__(self, obs_size: int, action_size: int, hidden_sizes: Sequence[int], activation: str = "tanh") -> None:
+    def __init__(
+        self,
+        obs_size: int | gym.Space,
+        action_size: int,
+        hidden_sizes: Sequence[int],
+        activation: str = "tanh",
+        conv_channels: Sequence[int] | None = None,
+    ) -> None:
         super().__init__()
-        self.policy = PolicyNetwork(obs_size, action_size, hidden_sizes, activation)
-        self.value = mlp([obs_size, *hidden_sizes, 1], activation, out_gain=1.0)
+        self.policy = PolicyNetwork(obs_size, action_size, hidden_sizes, activation, conv_channels)
+        if isinstance(obs_size, gym.Space):  # images: its own CNN trunk, then one linear value output
+            body, width = features(obs_size, hidden_sizes, activation, conv_channels)
+            self.value: nn.Module = nn.Sequential(body, nn.Linear(width, 1))
+        else:
+            self.value = mlp([obs_size, *hidden_sizes, 1], activation, out_gain=1.0)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.policy(obs)[0], self.value(obs).squeeze(-1)
@@ -128,7 +148,7 @@ class PPGOffPolicy(PPOOffPolicy):
     @classmethod
     def default_config(cls) -> EasyDict:
         cfg = Policy.default_config()
-        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="tanh")
+        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="tanh", conv_channels=None)
         cfg.learn.update(
             update_per_collect=5,
             batch_size=64,
@@ -155,12 +175,14 @@ class PPGOffPolicy(PPOOffPolicy):
     ) -> None:
         Policy.__init__(self, cfg, obs_space, action_space, device)  # PPO's own network is not built
         self.discrete, action_size = action_info(action_space)
-        if not self.discrete or len(obs_space.shape) != 1:
+        image = is_image_space(obs_space)
+        if not self.discrete or not (image or len(obs_space.shape) == 1):
             raise ValueError(
-                f"PPG here needs vector observations and Discrete actions, got {obs_space}, {action_space}"
+                f"PPG here needs vector or image observations and Discrete actions, got {obs_space}, {action_space}"
             )
         m, lc = self.cfg.model, self.cfg.learn
-        self.model = PPGNetwork(obs_dim(obs_space), action_size, m.hidden_sizes, m.activation).to(self.device)
+        obs = obs_space if image else obs_dim(obs_space)
+        self.model = PPGNetwork(obs, action_size, m.hidden_sizes, m.activation, m.conv_channels).to(self.device)
         self.obs_norm = None
         self.optimizer = self.make_optimizer(self.model.policy.parameters(), lr=lc.learning_rate)
         self.value_optimizer = self.make_optimizer(self.model.value.parameters(), lr=lc.learning_rate)

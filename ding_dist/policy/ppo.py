@@ -91,9 +91,11 @@ class ImageActorCritic(nn.Module):
 
     discrete = True
 
-    def __init__(self, obs_shape: Sequence[int], action_size: int, features: int = 512) -> None:
+    def __init__(
+        self, obs_shape: Sequence[int], action_size: int, features: int = 512, channels: Sequence[int] | None = None
+    ) -> None:
         super().__init__()
-        self.trunk = NatureCNN(obs_shape, features, orthogonal=True)
+        self.trunk = NatureCNN(obs_shape, features, orthogonal=True, channels=channels)
         self.actor = nn.Linear(features, action_size)
         self.critic = nn.Linear(features, 1)
         for head, gain in ((self.actor, 0.01), (self.critic, 1.0)):
@@ -208,7 +210,9 @@ class PPOPolicy(Policy):
     @classmethod
     def default_config(cls) -> EasyDict:
         cfg = super().default_config()
-        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0, obs_norm=False)
+        cfg.model = EasyDict(
+            hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0, obs_norm=False, conv_channels=None
+        )
         cfg.learn.update(
             epoch_per_collect=10,
             batch_size=64,
@@ -219,6 +223,8 @@ class PPOPolicy(Policy):
             entropy_weight=0.0,
             adv_norm=True,
             grad_clip_norm=0.5,
+            lr_decay_collects=None,
+            lr_decay_min_factor=0.0,
         )
         cfg.collect.update(
             n_sample=2048,
@@ -243,7 +249,8 @@ class PPOPolicy(Policy):
         if is_image_space(obs_space):  # shared Nature-CNN trunk; uint8 in, scaled on the device
             if not self.discrete:
                 raise ValueError(f"PPO on image observations needs a Discrete action space, got {action_space}")
-            self.model: nn.Module = ImageActorCritic(obs_space.shape, action_size).to(self.device)
+            channels = m.get("conv_channels")
+            self.model: nn.Module = ImageActorCritic(obs_space.shape, action_size, channels=channels).to(self.device)
         else:
             self.model = ActorCritic(
                 obs_dim(obs_space), action_size, self.discrete, m.hidden_sizes, m.activation, m.log_std_init
@@ -255,7 +262,11 @@ class PPOPolicy(Policy):
         if m.get("obs_norm", False) and not is_image_space(obs_space):
             self.obs_norm = RunningObsNorm(obs_space.shape, group=self.sync_group).to(self.device)
             self._state_attrs = (*type(self)._state_attrs, "obs_norm")
-        self.optimizer = self.make_optimizer(self.model.parameters(), lr=self.cfg.learn.learning_rate, eps=1e-5)
+        lc = self.cfg.learn
+        betas = tuple(float(b) for b in lc.get("betas", (0.9, 0.999)))
+        self.optimizer = self.make_optimizer(
+            self.model.parameters(), lr=lc.learning_rate, eps=float(lc.get("eps", 1e-5)), betas=betas
+        )
         self.train_model, self.optimizer = self.distribute(self.model, self.optimizer)
         if not self.discrete:
             self._low, self._high = action_space.low, action_space.high
@@ -328,6 +339,19 @@ class PPOPolicy(Policy):
         var = (packed[..., 1] - n * mean * mean) / max(n - 1, 1)
         return mean.to(adv.dtype), var.clamp(min=0.0).sqrt().to(adv.dtype)
 
+    def _decay_learning_rate(self) -> None:
+        """``learn.lr_decay_collects`` N: the learning rate of collect ``k`` (0, 1, ...) is ``learning_rate *
+        max(1 - k * (1 - m) / N, m)``, ``m = learn.lr_decay_min_factor`` (DI-engine's linear ``lr_scheduler``). ``k``
+        lives in the optimizer's param groups (``collects_done``), so a resumed run continues the schedule."""
+        n = self.cfg.learn.get("lr_decay_collects")
+        if not n or self.optimizer is None:
+            return
+        low = float(self.cfg.learn.get("lr_decay_min_factor", 0.0))
+        for group in self.optimizer.param_groups:
+            k = int(group.get("collects_done", 0))
+            group["lr"] = float(self.cfg.learn.learning_rate) * max(1.0 - k * (1.0 - low) / n, low)
+            group["collects_done"] = k + 1
+
     def minibatch_plan(self, size: int, rank_samples: Sequence[int] | None) -> tuple[int, int, int | None]:
         """:func:`minibatch_plan` with ``learn.batch_size``.
 
@@ -344,6 +368,7 @@ class PPOPolicy(Policy):
         rank's sample count, for :meth:`minibatch_plan`.
         """
         lc = self.cfg.learn
+        self._decay_learning_rate()
         adv, ret = self.advantages(rollout)
 
         def flat(x: np.ndarray) -> torch.Tensor:  # [T, N, ...] -> [T*N, ...]

@@ -63,12 +63,19 @@ class SampleRing:
         if n > self.capacity:  # only the newest fit
             samples, n = {k: v[n - self.capacity :] for k, v in samples.items()}, self.capacity
         if not self._data:
-            self._data = {k: v.new_zeros((self.capacity, *v.shape[1:])) for k, v in samples.items()}
+            self._data = {k: v.new_zeros((min(self.capacity, max(n, 64)), *v.shape[1:])) for k, v in samples.items()}
+        self._reserve(self._pos + n)  # rows are allocated as samples arrive (doubling, up to the capacity)
         rows = (self._pos + torch.arange(n)) % self.capacity
         for k, v in samples.items():
             self._data[k][rows.to(v.device)] = v
         self._pos = (self._pos + n) % self.capacity
         self._size = min(self._size + n, self.capacity)
+
+    def _reserve(self, rows: int) -> None:
+        have = len(next(iter(self._data.values())))
+        if rows > have and have < self.capacity:
+            new = min(self.capacity, max(rows, 2 * have))
+            self._data = {k: torch.cat([v, v.new_zeros((new - have, *v.shape[1:]))]) for k, v in self._data.items()}
 
     def sample(self, batch_size: int) -> dict[str, torch.Tensor]:
         """``batch_size`` samples drawn uniformly with replacement (torch's generator of this process)."""
@@ -99,7 +106,9 @@ class PPOOffPolicy(PPOPolicy):
     @classmethod
     def default_config(cls) -> EasyDict:
         cfg = Policy.default_config()
-        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0, obs_norm=False)
+        cfg.model = EasyDict(
+            hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0, obs_norm=False, conv_channels=None
+        )
         cfg.learn.update(
             update_per_collect=5,
             batch_size=64,

@@ -54,7 +54,14 @@ class QRDQNPolicy(QLearningPolicy):
         n = int(m.num_quantiles)
         if n < 1:
             raise ValueError(f"model.num_quantiles must be >= 1, got {m.num_quantiles}")
-        net = AtomQNetwork(obs_space, self.n_actions, n, hidden_sizes=m.hidden_sizes, activation=m.activation)
+        net = AtomQNetwork(
+            obs_space,
+            self.n_actions,
+            n,
+            hidden_sizes=m.hidden_sizes,
+            activation=m.activation,
+            conv_channels=m.conv_channels,
+        )
         init_q_learning(self, net, lr=self.cfg.learn.learning_rate)
         self.tau = (torch.arange(n, dtype=torch.float32, device=self.device) + 0.5) / n  # quantile midpoints
 

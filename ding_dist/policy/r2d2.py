@@ -36,8 +36,9 @@ from torch import nn
 
 from ding_dist.data.sequence_replay import sequence_priority
 from ding_dist.policy.base import Policy, action_info, hard_update, mlp, obs_dim, soft_update
+from ding_dist.policy.common import features
 from ding_dist.policy.dqn import apex_epsilon, epsilon_schedule
-from ding_dist.policy.encoders import obs_tensor
+from ding_dist.policy.encoders import is_image_space, obs_tensor
 
 __all__ = ["R2D2Policy", "RecurrentQNetwork", "inverse_value_rescale", "rescaled_n_step_target", "value_rescale"]
 
@@ -113,18 +114,20 @@ class RecurrentQNetwork(nn.Module):
 
     def __init__(
         self,
-        obs_size: int,
+        obs_size: int | gym.Space,
         n_actions: int,
         hidden_sizes: Sequence[int] = (128, 128, 64),
         lstm_size: int = 64,
         dueling: bool = True,
         activation: str = "relu",
+        conv_channels: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         if not hidden_sizes:
             raise ValueError("model.hidden_sizes must name at least one encoder layer, got []")
-        self.encoder = mlp([obs_size, *hidden_sizes], activation, out_activation=True)
-        self.lstm = nn.LSTM(int(hidden_sizes[-1]), int(lstm_size))
+        self.encoder, width = features(obs_size, hidden_sizes, activation, conv_channels)
+        self.obs_shape = tuple(obs_size.shape) if isinstance(obs_size, gym.Space) else (-1,)
+        self.lstm = nn.LSTM(int(width), int(lstm_size))
         self.lstm_size = int(lstm_size)
         self.dueling = dueling
         if dueling:
@@ -146,7 +149,7 @@ class RecurrentQNetwork(nn.Module):
         burnin_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         steps, batch = obs.shape[:2]
-        x = self.encoder(obs.reshape(steps * batch, -1)).reshape(steps, batch, -1)
+        x = self.encoder(obs.reshape(steps * batch, *self.obs_shape)).reshape(steps, batch, -1)
         h, c = state[0].unsqueeze(0), state[1].unsqueeze(0)
         if burnin > 0:
             first, (h, c) = self.lstm(x[:burnin], (h, c))
@@ -206,7 +209,8 @@ class R2D2Policy(Policy):
         cfg.priority_eta = 0.9
         cfg.value_rescale_eps = 1e-3
         cfg.sequence = EasyDict(seq_len=80, burnin=40, overlap=40)
-        cfg.model = EasyDict(hidden_sizes=[128, 128, 64], lstm_size=64, dueling=True, activation="relu")
+        cfg.model = EasyDict(hidden_sizes=[128, 128, 64], lstm_size=64, dueling=True, activation="relu",
+                             conv_channels=None)  # fmt: skip
         cfg.learn.update(
             batch_size=64,
             learning_rate=1e-4,
@@ -281,8 +285,9 @@ class R2D2Policy(Policy):
         self.check_sequence_config(self.cfg)
         self.n_actions = n_actions
         m = self.cfg.model
-        self.model = RecurrentQNetwork(obs_dim(obs_space), n_actions, m.hidden_sizes, m.lstm_size, m.dueling,
-                                       m.activation).to(self.device)  # fmt: skip
+        obs = obs_space if is_image_space(obs_space) else obs_dim(obs_space)  # images: a CNN encoder
+        self.model = RecurrentQNetwork(obs, n_actions, m.hidden_sizes, m.lstm_size, m.dueling, m.activation,
+                                       m.conv_channels).to(self.device)  # fmt: skip
         self.optimizer = self.make_optimizer(self.model.parameters(), lr=self.cfg.learn.learning_rate)
         self.train_model, self.optimizer = self.distribute(self.model, self.optimizer)
         self.target_model = copy.deepcopy(self.model).requires_grad_(False)

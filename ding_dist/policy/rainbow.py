@@ -74,6 +74,7 @@ class RainbowPolicy(QLearningPolicy):
             dueling=True,
             noisy=True,
             sigma0=m.noisy_sigma0,
+            conv_channels=m.conv_channels,
         )
         init_q_learning(self, net, lr=self.cfg.learn.learning_rate)
         self.noise_seed = parameter_seed(self.model)  # the same on every rank

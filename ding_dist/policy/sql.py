@@ -84,7 +84,13 @@ class SQLPolicy(QLearningPolicy):
             raise ValueError(f"learn.alpha must be > 0, got {self.cfg.learn.alpha}")
         m = self.cfg.model
         net = AtomQNetwork(
-            obs_space, self.n_actions, 1, hidden_sizes=m.hidden_sizes, dueling=m.dueling, activation=m.activation
+            obs_space,
+            self.n_actions,
+            1,
+            hidden_sizes=m.hidden_sizes,
+            dueling=m.dueling,
+            activation=m.activation,
+            conv_channels=m.conv_channels,
         )
         init_q_learning(self, net, lr=self.cfg.learn.learning_rate)
 

@@ -54,10 +54,11 @@ class TwinQNetwork(nn.Module):
         hidden_sizes: Sequence[int] = (64, 64),
         dueling: bool = True,
         activation: str = "relu",
+        conv_channels: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
-        self.q1 = AtomQNetwork(obs_space, n_actions, 1, hidden_sizes, dueling, activation)
-        self.q2 = AtomQNetwork(obs_space, n_actions, 1, hidden_sizes, dueling, activation)
+        self.q1 = AtomQNetwork(obs_space, n_actions, 1, hidden_sizes, dueling, activation, conv_channels=conv_channels)
+        self.q2 = AtomQNetwork(obs_space, n_actions, 1, hidden_sizes, dueling, activation, conv_channels=conv_channels)
 
     def forward(self, obs: torch.Tensor, full: bool = False):
         return (self.q1(obs), self.q2(obs)) if full else self.q1(obs)
@@ -103,7 +104,7 @@ class SQNPolicy(QLearningPolicy):
         m, lc = self.cfg.model, self.cfg.learn
         if lc.target_theta is None or not 0.0 < lc.target_theta <= 1.0:
             raise ValueError(f"SQN needs learn.target_theta in (0, 1], got {lc.target_theta}")
-        net = TwinQNetwork(obs_space, self.n_actions, m.hidden_sizes, m.dueling, m.activation)
+        net = TwinQNetwork(obs_space, self.n_actions, m.hidden_sizes, m.dueling, m.activation, m.conv_channels)
         init_q_learning(self, net, lr=lc.learning_rate)
         self.log_alpha = LogAlpha(lc.alpha).to(self.device)
         self.alpha_optimizer = self.make_optimizer(self.log_alpha.parameters(), lr=lc.learning_rate_alpha)

@@ -98,11 +98,13 @@ def test_dqn_file_gets_di_engine_meaning():
         "max_restarts": 5,  # crashed collector envs are recreated (ding_dist's own default)
         "restart_window_s": 300.0,
         "sample_groups": 1,  # one group of envs: no double-buffered sampling (ding_dist's own default)
+        "channels_first": False,  # vector observations
+        "reward_clip": None,  # DI-engine's CartPole does not clip rewards
     }
     ours = {"env": {"type": "gymnasium"}, "env_manager": {"type": "sync"}, "policy": {"type": "dqn"}}
     assert cfg.create_config == ours
     assert p.device == "cpu"
-    assert dict(p.model) == {"hidden_sizes": [64, 64], "dueling": True, "activation": "relu"}
+    assert dict(p.model) == {"hidden_sizes": [64, 64], "dueling": True, "activation": "relu", "conv_channels": None}
     assert (p.discount_factor, p.nstep) == (0.99, 3)
     assert (p.learn.update_per_collect, p.learn.batch_size, p.learn.learning_rate) == (8, 64, 0.002)
     assert (p.learn.target_update_freq, p.learn.target_theta) == (50, None)
@@ -121,7 +123,12 @@ def test_dqn_defaults_are_di_engines_where_ours_differ():
     assert (p.discount_factor, p.learn.update_per_collect, p.learn.target_update_freq) == (0.97, 3, 100)
     assert dict(p.other.eps) == {"type": "exp", "start": 0.95, "end": 0.1, "decay": 10000}
     assert p.other.replay_buffer.replay_buffer_size == 10000
-    assert dict(p.model) == {"hidden_sizes": [128, 128, 64], "dueling": True, "activation": "relu"}
+    assert dict(p.model) == {
+        "hidden_sizes": [128, 128, 64],
+        "dueling": True,
+        "activation": "relu",
+        "conv_channels": None,
+    }
     assert p.collect.n_sample == 8
     assert p.eval.eval_freq == 2672  # DI-engine's evaluator default, 1000 iterations: ceil(1000 / 3) = 334 collects x 8
 
@@ -157,6 +164,7 @@ def test_ppo_file_gets_di_engine_meaning():
         "activation": "relu",
         "log_std_init": -0.5,
         "obs_norm": False,
+        "conv_channels": None,
     }
     learn = {k: p.learn[k] for k in ("epoch_per_collect", "batch_size", "learning_rate", "value_weight")}
     assert learn == {"epoch_per_collect": 4, "batch_size": 128, "learning_rate": 0.002, "value_weight": 0.5}
@@ -194,7 +202,13 @@ def test_r2d2_file_gets_di_engine_meaning():
     p = cfg.policy
     assert (cfg.env.id, cfg.create_config.policy.type, p.device) == ("CartPole-v0", "r2d2", "cpu")
     assert dict(p.sequence) == {"seq_len": 42, "burnin": 2, "overlap": 0}  # burnin_step + learn_unroll_len
-    assert dict(p.model) == {"hidden_sizes": [128, 128, 64], "lstm_size": 64, "dueling": True, "activation": "relu"}
+    assert dict(p.model) == {
+        "hidden_sizes": [128, 128, 64],
+        "lstm_size": 64,
+        "dueling": True,
+        "activation": "relu",
+        "conv_channels": None,
+    }
     assert (p.discount_factor, p.nstep, p.value_rescale_eps, p.priority, p.priority_IS_weight) == (
         0.995, 5, 0.01, False, False)  # fmt: skip
     assert (p.learn.learning_rate, p.learn.update_per_collect, p.learn.batch_size) == (0.0005, 5, 64)
@@ -305,12 +319,6 @@ def test_report_only_on_rank_zero(capsys, monkeypatch):
             _dqn_main(),
             {**CREATE_DQN, "env": {"type": "cartpol"}},
             "'create_config.env.type' = 'cartpol' cannot be honoured: known DI-engine envs are",
-        ),
-        (
-            {"policy": {"learn": {"update_per_collect": 6}, "collect": {"n_sample": 64}}},
-            {"env": {"type": "cartpole"}, "policy": {"type": "ppo"}},
-            "'policy.learn.update_per_collect' is not read by DI-engine's on-policy PPO (did you mean "
-            "'policy.learn.epoch_per_collect'?)",
         ),
         (
             _dqn_main(learn=dict(learner=dict(hook=dict(load_ckpt_before_run="ckpt/iteration_100.pth.tar")))),

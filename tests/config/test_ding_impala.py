@@ -90,3 +90,28 @@ def test_di_engine_0_5_3_layout_names_the_horizon_at_the_policy_top(tmp_path):
     p = load_config(tmp_path / "impala_053_config.py").policy
     # unroll_len 8 on each of the 8 envs; each step used 4 x 16 / 16 = 4 times; minibatches of 16 x 8 steps
     assert (p.collect.n_sample, p.learn.epoch_per_collect, p.learn.batch_size) == (64, 4, 64)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "clip_norm"),
+    [
+        ([], ding_dialect.NO_CLIP),  # DI-engine's IMPALA default grad_clip_type=None: its Adam clips nothing
+        (["policy.learn.grad_clip_type='clip_norm'"], 0.5),  # DI-engine's default clip_value
+        (["policy.learn.grad_clip_type='clip_norm'", "policy.learn.clip_value=5"], 5),  # pong_impala_config.py's
+    ],
+)
+def test_di_engine_impala_gradient_clipping_is_its_optimizers(overrides, clip_norm):
+    assert load_config(DING_IMPALA, overrides=overrides).policy.learn.grad_clip_norm == clip_norm
+
+
+def test_impala_clipping_other_than_by_norm_is_refused():
+    with pytest.raises(ConfigError, match="'policy.learn.grad_clip_type' = 'clip_value' cannot be honoured"):
+        load_config(DING_IMPALA, overrides=["policy.learn.grad_clip_type='clip_value'"])
+
+
+def test_impala_random_collect_size_is_accepted_with_a_report_line():
+    main, create = read_config(DING_IMPALA)
+    main.policy.random_collect_size = 256  # lunarlander_impala_config.py's
+    *_, report = ding_dialect.translate_ding_config(main, create, (), DING_IMPALA.name)
+    (line,) = [text for text in report.of("ignored") if text.startswith("policy.random_collect_size")]
+    assert "training starts from the policy's own first rollout" in line

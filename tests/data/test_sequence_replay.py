@@ -115,3 +115,21 @@ def test_prioritized_draws_weights_updates_and_checkpoint():
         buf.add(_stream(1, 2, ends={}), priority=np.ones((1, 2)))
     with pytest.raises(ValueError, match="must be longer than burnin"):
         _buffer(seq_len=3, burnin=3)
+
+
+def test_rows_are_allocated_as_sequences_arrive_and_kept_across_growth_and_checkpoints():
+    """A replay of 10000 sequences of stacked frames (DI-engine's Atari R2D2: 26 GB at capacity) allocates rows
+    as they fill: the first 64, then doubling; what growth copies is the same, and a checkpoint restores it."""
+    big = SequenceReplayBuffer(10000 * 4, (4, 84, 84), num_envs=1, seq_len=4, burnin=0, overlap=0,
+                               obs_dtype=np.uint8, seed=0)  # fmt: skip
+    assert big.capacity == 10000 and big.nbytes() < 10000 * 5 * 4 * 84 * 84 / 100
+    small = _buffer()
+    stream = _stream(100, 2, {})
+    small.add({k: v[:40] for k, v in stream.items()})
+    before = _stored(small)
+    assert len(before) < 64 and len(small._data["burnin"]) == 64
+    small.add({k: v[40:] for k, v in stream.items()})
+    assert len(small) > 64 and len(small._data["burnin"]) == 128  # grown once: 64 -> 128 rows
+    restored = _buffer()
+    restored.load_state_dict(small.state_dict())
+    assert _stored(small)[: len(before)] == before and _stored(restored) == _stored(small)

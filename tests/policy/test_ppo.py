@@ -132,3 +132,25 @@ def test_value_clipping_limits_value_step():
     policy.learn(ro)
     after = policy.model(torch.as_tensor(ro["obs"][0]))[1].detach()
     assert (after > before).all()
+
+
+def test_learning_rate_decays_linearly_per_collect_as_di_engines_lambda_lr_and_resumes():
+    """DI-engine's ``lr_scheduler`` (LambdaLR stepped once per collect): collect k learns at
+    ``lr * max(1 - k (1 - m) / N, m)``; the count lives in the optimizer's state (a resumed run continues)."""
+    policy = make(gym.spaces.Discrete(2), learning_rate=0.01, lr_decay_collects=3, lr_decay_min_factor=0.25,
+                  epoch_per_collect=1, batch_size=8)  # fmt: skip
+    by_hand = [0.01 * max(1 - k * 0.75 / 3, 0.25) for k in range(5)]  # 0.01, 0.0075, 0.005, 0.0025, 0.0025
+    seen = []
+    for _ in range(3):
+        policy.learn(rollout(policy))
+        seen.append(policy.optimizer.param_groups[0]["lr"])
+    resumed = make(gym.spaces.Discrete(2), learning_rate=0.01, lr_decay_collects=3, lr_decay_min_factor=0.25,
+                   epoch_per_collect=1, batch_size=8)  # fmt: skip
+    resumed.load_state_dict(policy.state_dict())
+    for _ in range(2):
+        resumed.learn(rollout(resumed))
+        seen.append(resumed.optimizer.param_groups[0]["lr"])
+    assert seen == pytest.approx(by_hand, rel=1e-12)
+    constant = make(gym.spaces.Discrete(2), learning_rate=0.01, epoch_per_collect=1, batch_size=8)
+    constant.learn(rollout(constant))
+    assert constant.optimizer.param_groups[0]["lr"] == 0.01

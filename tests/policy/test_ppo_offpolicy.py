@@ -122,3 +122,17 @@ def test_cartpole_reaches_its_threshold(tmp_path):
     result = pipeline.train(str(config), exp_dir=tmp_path, max_env_steps=200_000)
     assert result["stopped_by"] == "stop_value", result["eval_history"]
     print(f"reached the threshold in {result['env_steps']} env steps, {result['wall_time_s']:.1f} s")  # docs/rl.md
+
+
+def test_sample_ring_allocates_as_it_fills_and_wraps_as_a_ring():
+    """Rows are allocated as samples arrive (a replay DI-engine sizes for 1000 Atari trajectories costs what it
+    holds); the contents are those of a ring of the full capacity, checked against a list kept by hand."""
+    ring, by_hand, capacity = SampleRing(300), [], 300
+    for start in range(0, 400, 50):  # 8 adds of 50: the last two overwrite the oldest 100
+        ring.add({"x": torch.arange(start, start + 50, dtype=torch.float32)})
+        by_hand = (by_hand + list(range(start, start + 50)))[-capacity:]
+        if start == 0:
+            assert len(ring._data["x"]) == 64  # the first allocation, not 300 rows
+    assert len(ring) == capacity and len(ring._data["x"]) == capacity
+    assert sorted(ring._data["x"].tolist()) == sorted(by_hand)
+    assert ring._data["x"][:100].tolist() == list(range(300, 400))  # rows 0-99 overwritten in ring order
