@@ -360,6 +360,7 @@ def test_sac_losses_are_the_twin_minimum_soft_target_entropy_term_and_alpha_loss
     cfg.learn.update(alpha=0.3, auto_alpha=True, grad_clip_norm=None)
     policy = SACPolicy(cfg, gym.spaces.Box(-1.0, 1.0, (3,)), BOX)
     ref.detune(policy.critic_target, scale=0.3)  # the twin target critics then disagree on which is smaller
+    ref.detune(policy.critic.q2, scale=0.5, seed=3)  # and so do the online ones, at the actor's actions
     b = _box_batch()
     actor, critic, critic_target = (copy.deepcopy(m) for m in (policy.actor, policy.critic, policy.critic_target))
     log_alpha = float(policy.log_alpha.value.detach())
@@ -382,6 +383,7 @@ def test_sac_losses_are_the_twin_minimum_soft_target_entropy_term_and_alpha_loss
         u = mean + np.exp(log_std) * noise_pi.numpy()
         logp = [ref.squashed_log_prob(mean[i], log_std[i], noise_pi[i]) for i in range(16)]
         pq1, pq2 = (ref.f64(q) for q in policy.critic(b["obs"], torch.as_tensor(np.tanh(u), dtype=torch.float32)))
+        assert int((pq1 < pq2).sum()) not in (0, 16)  # the actor's minimum picks from both critics
     critic_loss = np.mean([(q1[i] - y[i]) ** 2 for i in range(16)]) + np.mean([(q2[i] - y[i]) ** 2 for i in range(16)])
     actor_loss = np.mean([alpha * logp[i] - min(pq1[i], pq2[i]) for i in range(16)])
     alpha_loss = np.mean([-log_alpha * (logp[i] + policy.target_entropy) for i in range(16)])
