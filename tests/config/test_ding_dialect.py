@@ -341,7 +341,8 @@ def test_refuses_what_it_cannot_honour(main, create, message):
 @pytest.mark.skipif(importlib.util.find_spec("Box2D") is not None, reason="Box2D is installed here")
 def test_lunarlander_without_box2d_says_what_to_install():
     create = {"env": {"type": "lunarlander"}, "policy": {"type": "dqn"}}
-    with pytest.raises(ConfigError, match=r"gymnasium's LunarLander-v3, which needs Box2D .*gymnasium\[box2d\]"):
+    want = r"gymnasium's LunarLander-v3, which needs Box2D and it is not installed: pip install 'ding_dist\[box2d\]'"
+    with pytest.raises(ConfigError, match=want):
         load_config((_dqn_main(), create))
 
 
