@@ -40,6 +40,7 @@ from .devices import (
     rank_cuda_index,
     resolve_device,
 )
+from .fallbacks import error_wrapper
 from .groups import get_group, new_group, simple_group_split
 from .heartbeat import (
     Heartbeat,
@@ -51,7 +52,6 @@ from .heartbeat import (
     stop_heartbeat,
     watch_heartbeats,
 )
-from .helpers import error_wrapper
 from .init import (
     DDPContext,
     DistContext,

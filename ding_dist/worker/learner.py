@@ -12,9 +12,9 @@ import torch
 from ding_dist.comm import allreduce, comm_device, get_world_size
 from ding_dist.data.prioritized import PrioritizedReplayBuffer
 from ding_dist.data.replay import ReplayBuffer
+from ding_dist.data.replay_shards import ReplayShards
 from ding_dist.policy.base import Policy
 from ding_dist.sync import DistributedModel
-from ding_dist.worker.experience import ReplayShards
 
 __all__ = ["Learner", "reduce_log"]
 
@@ -100,7 +100,7 @@ class Learner:
         From a :class:`~ding_dist.data.prioritized.PrioritizedReplayBuffer` the batch also holds the importance
         weights (``"weight"``), and the ``"priority"`` the policy returns updates the sampled transitions. Prioritized
         replay over several ranks or shards (the ranks' own buffers, a learner's
-        :class:`~ding_dist.worker.experience.ReplayShards`) is one prioritized replay over all of them
+        :class:`~ding_dist.data.replay_shards.ReplayShards`) is one prioritized replay over all of them
         (:func:`~ding_dist.data.prioritized_shards.draw_prioritized`, ``batch_size`` per rank): each rank's part of
         the global batch follows its priority mass, and its gradient counts in proportion to its part, so the
         update is that of one process drawing the whole batch from one buffer.

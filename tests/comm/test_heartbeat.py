@@ -236,7 +236,7 @@ def test_silent_deaths_are_ranks_gone_while_their_beat_says_alive():
         store = torch.distributed.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=30))
         for rank, pid, state in ((0, killed.pid, "alive"), (1, finished.pid, "stopped")):
             beat = {"seq": 3, "pid": pid, "host": socket.gethostname(), "state": state, "gen": 0}
-            store.set(hb._key(rank), json.dumps(beat))
+            store.set(hb.beats.beat_key(rank), json.dumps(beat))
         assert monitor.silent_deaths() == {}  # rank 0 still runs
         killed.kill()
         killed.wait(30)

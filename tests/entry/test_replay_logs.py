@@ -7,8 +7,8 @@ import pytest
 
 from ding_dist.data.prioritized import PrioritizedReplayBuffer
 from ding_dist.data.replay import ReplayBuffer
+from ding_dist.data.replay_shards import ReplayShards
 from ding_dist.entry.services.metrics import finish_replay_values, replay_values
-from ding_dist.worker.experience import ReplayShards
 
 
 def _rollout(rows: int, envs: int = 2) -> dict:

@@ -12,13 +12,13 @@ import torch
 from torch import nn
 
 from ding_dist.comm import get_rank
+from ding_dist.data.replay_shards import ReplayShards
 from ding_dist.entry.roles import RoleGroups, Roles
 from ding_dist.worker.experience import (
     ChunkHeader,
     ChunkLayout,
     ExperienceReceiver,
     ExperienceSender,
-    ReplayShards,
 )
 from ding_dist.worker.weight_sync import WeightPublisher, WeightSubscriber
 

@@ -13,8 +13,8 @@ import ding_dist as dd
 from ding_dist.data.prioritized import PrioritizedReplayBuffer
 from ding_dist.data.prioritized_shards import draw_prioritized
 from ding_dist.data.replay import ReplayBuffer
+from ding_dist.data.replay_shards import ReplayShards
 from ding_dist.policy.dqn import DQNPolicy
-from ding_dist.worker.experience import ReplayShards
 from ding_dist.worker.learner import Learner
 
 ALPHA, BETA, EPS = 0.6, 0.4, 1e-6

@@ -33,6 +33,7 @@ import torch
 
 from ding_dist.comm import DeadRankError, allreduce, comm_device, debug_enabled, get_local_size, health_check
 from ding_dist.config.split import split_config
+from ding_dist.data.replay_shards import ReplayShards
 from ding_dist.entry.experiment import (
     Experiment,
     build_policy,
@@ -58,7 +59,7 @@ from ding_dist.envs import make_vec_env
 from ding_dist.policy.base import policy_sync_group
 from ding_dist.utils import progress_bar, shown_path
 from ding_dist.worker import Evaluator, Learner, reduce_log
-from ding_dist.worker.experience import ActorLost, Chunk, ExperienceReceiver, ReplayShards, chunk_layout
+from ding_dist.worker.experience import ActorLost, Chunk, ExperienceReceiver, chunk_layout
 from ding_dist.worker.weight_sync import WeightPublisher
 
 __all__ = ["LearnerLoop"]

@@ -1,5 +1,5 @@
-"""A small helper kept from DI-engine's API: ``error_wrapper`` (``to_ddp_config`` is a config operation:
-:mod:`ding_dist.config.split`)."""
+"""A call that falls back to a default value when it raises: ``error_wrapper``, kept from DI-engine's
+``ding.utils.pytorch_ddp_dist_helper`` (its ``to_ddp_config`` is a config operation: :mod:`ding_dist.config.split`)."""
 
 from __future__ import annotations
 

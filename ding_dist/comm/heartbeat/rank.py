@@ -1,24 +1,5 @@
-"""Liveness heartbeat: a frozen rank (SIGSTOP, a hung host) is found in seconds, whatever the collective timeout.
-
-Each rank runs a daemon thread that writes a counter into a torch ``TCPStore`` every ``period`` seconds.
-A frozen process stops all its threads, so its counter stops. Who watches the counters:
-
-- a launcher (``ding-dist train --nproc N``, ``launch``): it serves the store (``HeartbeatMonitor``) and
-  SIGKILLs a rank whose counter has not moved for ``grace`` seconds; a SIGSTOPped process cannot answer
-  SIGTERM, SIGKILL needs no SIGCONT;
-- otherwise (torchrun or SLURM started the ranks) every rank watches the others through the process
-  group's store, and a rank that finds a silent peer logs a line naming it and exits with code 1, so
-  the launcher ends the job.
-
-"Progress" is the liveness of the heartbeat thread: a rank stuck in an endless loop or a deadlock of
-its main thread keeps beating (the collective timeout and the health check find it). Settings:
-``$DING_DIST_HEARTBEAT_S`` (period, default 2 s; 0 turns the heartbeat off) and
-``$DING_DIST_HEARTBEAT_GRACE_S`` (default 10 s), or the arguments. See docs/reliability.md.
-
-A rank starts in the "starting" phase (imports, envs, networks: the part a machine with more processes than
-cores stretches most) and says when its training loop begins (:func:`heartbeat_running`); until then it is
-judged with :func:`startup_grace`, the grace scaled by the local processes per CPU core, and from then on with
-the plain grace, so a rank frozen in training is still found in seconds.
+"""The rank side of the liveness heartbeat: each rank's beating thread and, when no launcher watches, its watch
+over the other ranks (see the package's docstring).
 """
 
 from __future__ import annotations
@@ -28,54 +9,37 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import torch.distributed as dist
 
-from .debug import DeadRankError
-from .init import on_finalize
-from .link import current_link
-from .processes import pid_alive
-from .settings import HEARTBEAT_ENV, HEARTBEAT_GRACE_ENV, resolve_heartbeat, running_settings
+from ..debug import DeadRankError
+from ..init import on_finalize
+from ..link import current_link
+from ..settings import resolve_heartbeat, running_settings
+from .beats import KEY_PREFIX, STARTUP_GRACE_ENV, STORE_ENV, beat_key, frozen_message, startup_grace
 
 __all__ = [
-    "STARTUP_GRACE_ENV",
-    "STORE_ENV",
     "Heartbeat",
-    "HeartbeatMonitor",
     "current_heartbeat",
     "heartbeat_running",
     "heartbeat_scope",
     "start_heartbeat",
-    "startup_grace",
     "stop_heartbeat",
-    "watch_heartbeats",
 ]
 
 logger = logging.getLogger(__name__)
 
-#: ``host:port`` of the store a launcher serves and watches; set by the launcher for its ranks.
-STORE_ENV = "DING_DIST_HEARTBEAT_STORE"
-#: The grace of a rank still starting (seconds); set by the launcher for its ranks, else :func:`startup_grace`.
-STARTUP_GRACE_ENV = "DING_DIST_HEARTBEAT_STARTUP_GRACE_S"
-#: Processes per CPU core up to which a starting rank gets the plain grace.
-_PER_CORE_AT_PLAIN_GRACE = 2
-KEY_PREFIX = "ding_dist/heartbeat/"
 #: Exit code of a rank that ends itself because a peer stopped beating (no launcher watches).
 EXIT_FROZEN_PEER = 1
 _AGENT_STORE_ENV = "TORCHELASTIC_USE_AGENT_STORE"  # torchrun: the workers share the agent's store
 _RESTART_ENV = "TORCHELASTIC_RESTART_COUNT"
-
-
-def _key(rank: int) -> str:
-    return f"{KEY_PREFIX}{rank}"
 
 
 def _split_address(address: str) -> tuple[str, int]:
@@ -85,39 +49,12 @@ def _split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _cpu_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def startup_grace(grace: float, nproc: int, cores: int | None = None) -> float:
-    """The heartbeat grace of a rank still starting, for ``nproc`` local processes on ``cores`` CPU cores (default:
-    this process's): ``grace`` up to 2 processes per core, then in proportion to the processes per core (start-up
-    of 64 processes on 2 cores takes minutes; each one's heartbeat thread gets a 32nd of a core).
-
-    Example:
-        >>> startup_grace(10.0, nproc=2, cores=2), startup_grace(10.0, nproc=16, cores=2)
-        (10.0, 40.0)
-    """
-    cores = _cpu_cores() if cores is None else cores
-    return float(grace) * max(1.0, nproc / max(1, cores) / _PER_CORE_AT_PLAIN_GRACE)
-
-
 def _startup_grace_from_env(grace: float, nproc: int) -> float:
     raw = os.environ.get(STARTUP_GRACE_ENV, "")
     try:
         return max(float(raw), grace) if raw else startup_grace(grace, nproc)
     except ValueError:
         return startup_grace(grace, nproc)
-
-
-def _frozen_message(rank: int, world_size: int, silent_s: float, grace: float, starting: bool = False) -> str:
-    which = (
-        f"start-up grace {grace:g} s, {STARTUP_GRACE_ENV}" if starting else f"grace {grace:g} s, {HEARTBEAT_GRACE_ENV}"
-    )
-    return (
-        f"rank {rank} of {world_size} stopped making progress: no heartbeat for {silent_s:.1f} s "
-        f"({which}); it is frozen (e.g. SIGSTOP) or hung in code that holds the GIL"
-    )
 
 
 class Heartbeat:
@@ -190,7 +127,7 @@ class Heartbeat:
         )
 
     def _beat_loop(self) -> None:
-        key = _key(self.rank)
+        key = beat_key(self.rank)
         while not self._stop.is_set():
             self._busy_since = time.monotonic()
             try:
@@ -208,7 +145,7 @@ class Heartbeat:
             self.store.set(key, self._value("stopped"))
 
     def _read_peers(self) -> None:
-        keys = [_key(r) for r in range(self.world_size) if r != self.rank]
+        keys = [beat_key(r) for r in range(self.world_size) if r != self.rank]
         if self.store.check(keys):
             values = dict(zip(keys, self.store.multi_get(keys)))
         else:  # some peer has not beaten yet
@@ -252,14 +189,14 @@ class Heartbeat:
         host = self.store_rank
         if store_silent > self.grace or (silent and store_silent > 2 * self.period):
             if host is not None and host != self.rank:
-                message = _frozen_message(host, self.world_size, store_silent, self.grace)
+                message = frozen_message(host, self.world_size, store_silent, self.grace)
                 return f"{message} (the heartbeat store it serves at {self.address} stopped answering)", [host]
             if store_silent > self.grace:
                 return f"the heartbeat store at {self.address} has not answered for {store_silent:.1f} s", []
         if not silent or self._failing:
             return None
         lines = [
-            _frozen_message(r, self.world_size, now - self._seen[r][1], self._grace_of(r), r in self._starting)
+            frozen_message(r, self.world_size, now - self._seen[r][1], self._grace_of(r), r in self._starting)
             for r in silent
         ]
         return "; ".join(lines), silent
@@ -416,183 +353,3 @@ on_finalize(stop_heartbeat)
 atexit.register(stop_heartbeat)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
-
-
-# ------------------------------------------------------------------------------------ launcher side
-def _kill_rank(rank: int, pid: int, message: str, prefix: str) -> None:
-    """Print ``message`` and SIGKILL ``pid`` (with its process group when it leads one, e.g. under torchrun)."""
-    # On a line of its own: a rank's progress bar may hold the terminal's current line.
-    sys.stderr.write(f"\n{prefix}: {message}; killing it (pid {pid}) with SIGKILL\n")
-    sys.stderr.flush()
-    try:
-        if hasattr(os, "killpg") and os.getpgid(pid) == pid:
-            os.killpg(pid, signal.SIGKILL)  # its async env workers too
-        else:
-            os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-class HeartbeatMonitor:
-    """A launcher's watch over ``nproc`` ranks: serves the store they beat into and acts on a silent rank.
-
-    ``env()`` holds the variables the ranks need (the store's address and the same period and graces). A rank whose
-    beat says it is still starting is judged with :attr:`startup_grace` (:func:`startup_grace` of ``nproc``).
-    ``poll()`` reads every rank's counter (rate-limited to twice a period, at most once a second) and calls
-    ``on_stale(rank, pid, message)`` once for each rank on this host whose counter has not moved for
-    ``grace`` seconds; by default it prints the message and SIGKILLs the rank. A rank counts from its first
-    beat; a rank that stopped its heartbeat cleanly or whose process is gone is not judged. ``start()``
-    polls in a daemon thread; ``stop()`` ends it and closes the store. ``stale`` maps rank -> message.
-
-    Example:
-        >>> with HeartbeatMonitor(2, period=1, grace=5) as monitor:   # doctest: +SKIP
-        ...     os.environ.update(monitor.env())   # then start the ranks
-    """
-
-    def __init__(
-        self,
-        nproc: int,
-        period: float | None = None,
-        grace: float | None = None,
-        *,
-        on_stale: Callable[[int, int, str], None] | None = None,
-        prefix: str = "ding_dist",
-        host: str = "127.0.0.1",
-    ) -> None:
-        self.nproc = nproc
-        self.period, self.grace = resolve_heartbeat(period, grace)
-        if self.period == 0:
-            raise ValueError(f"HeartbeatMonitor needs a heartbeat period > 0 ({HEARTBEAT_ENV}=0 turns it off)")
-        self.startup_grace = startup_grace(self.grace, nproc)  # for ranks whose beat says they are still starting
-        self.interval = min(self.period / 2, 1.0)
-        self._on_stale = on_stale or (lambda rank, pid, message: _kill_rank(rank, pid, message, prefix))
-        self._store = dist.TCPStore(host, 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30))
-        self.address = f"{host}:{self._store.port}"
-        self._host = socket.gethostname()
-        self._seen: dict[int, tuple[int, int, float]] = {}  # rank -> (pid, counter, when it last changed)
-        self.stale: dict[int, str] = {}
-        self.killed: dict[int, tuple[int, float]] = {}  # rank -> (pid, time.time()) of each rank found silent
-        self._judged: set[int] = set()  # pids already acted on
-        self._last_poll = -float("inf")
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def env(self) -> dict[str, str]:
-        """Variables for the ranks: the store's address, the period, the grace and the start-up grace."""
-        return {
-            STORE_ENV: self.address,
-            HEARTBEAT_ENV: repr(self.period),
-            HEARTBEAT_GRACE_ENV: repr(self.grace),
-            STARTUP_GRACE_ENV: repr(self.startup_grace),
-        }
-
-    def poll(self, now: float | None = None) -> list[int]:
-        """Judge every rank once (when due); return the ranks newly found silent."""
-        now = time.monotonic() if now is None else now
-        if now - self._last_poll < self.interval:
-            return []
-        self._last_poll = now
-        found = []
-        for rank in range(self.nproc):
-            key = _key(rank)
-            if not self._store.check([key]):
-                continue
-            beat = json.loads(self._store.get(key))
-            pid, seq = beat["pid"], beat["seq"]
-            last = self._seen.get(rank)
-            if last is None or last[:2] != (pid, seq):  # a new beat, or a new process (a restart)
-                self._seen[rank] = (pid, seq, now)
-                continue
-            silent_s = now - last[2]
-            grace = self.startup_grace if beat.get("phase") == "starting" else self.grace
-            if beat["state"] != "alive" or silent_s <= grace or pid in self._judged:
-                continue
-            if beat["host"] != self._host or not pid_alive(pid):
-                continue  # another host's, or gone: the launcher sees it exit
-            self._judged.add(pid)
-            self.stale[rank] = _frozen_message(rank, self.nproc, silent_s, grace, beat.get("phase") == "starting")
-            found.append(rank)
-            self.killed[rank] = (pid, time.time())
-            self._on_stale(rank, pid, self.stale[rank])
-        return found
-
-    def silent_deaths(self) -> dict[int, int]:
-        """Ranks of this host whose process is gone while their last beat still says alive (rank -> pid): they
-        died without reporting, by a signal (SIGKILL, a crash); a rank that ends any other way says stopped.
-
-        Example:
-            >>> monitor.silent_deaths()  # doctest: +SKIP
-            {1: 4242}
-        """
-        found = {}
-        for rank in range(self.nproc):
-            key = _key(rank)
-            if self._store is None or not self._store.check([key]):
-                continue
-            beat = json.loads(self._store.get(key))
-            if beat["state"] == "alive" and beat["host"] == self._host and not pid_alive(beat["pid"]):
-                found[rank] = beat["pid"]
-        return found
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.poll()
-            except Exception as exc:  # never let the watch crash the launcher
-                logger.warning("heartbeat monitor: %s", exc)
-
-    def start(self) -> HeartbeatMonitor:
-        self._thread = threading.Thread(target=self._loop, name="ding_dist-heartbeat-monitor", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
-        self._store = None  # closes the server
-
-    def __enter__(self) -> HeartbeatMonitor:
-        return self.start()
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.stop()
-
-
-class _WatchedLaunch:
-    """``watch_heartbeats``'s context: a started monitor and its variables in ``os.environ``."""
-
-    def __init__(self, monitor: HeartbeatMonitor) -> None:
-        self.monitor = monitor
-        self._saved: dict[str, str | None] = {}
-
-    def __enter__(self) -> HeartbeatMonitor:
-        values = self.monitor.env()
-        self._saved = {name: os.environ.get(name) for name in values}
-        os.environ.update(values)
-        return self.monitor.start()
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.monitor.stop()
-        for name, old in self._saved.items():
-            if old is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = old
-
-
-def watch_heartbeats(
-    nproc: int, period: float | None = None, grace: float | None = None, *, prefix: str = "ding_dist"
-) -> contextlib.AbstractContextManager[HeartbeatMonitor | None]:
-    """For a launcher that starts ``nproc`` local ranks (which inherit ``os.environ``): a context that serves
-    and watches their heartbeats, SIGKILLing a rank that went silent. Settings are checked here (a
-    ``ValueError`` before anything starts); a period of 0 gives a context that does nothing.
-
-    Example:
-        >>> with watch_heartbeats(2, prefix="ding-dist") as monitor:   # doctest: +SKIP
-        ...     torchrun(launcher_args)
-    """
-    period_s, grace_s = resolve_heartbeat(period, grace)
-    if period_s == 0:
-        return contextlib.nullcontext()
-    return _WatchedLaunch(HeartbeatMonitor(nproc, period_s, grace_s, prefix=prefix))
