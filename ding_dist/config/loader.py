@@ -63,11 +63,11 @@ def read_config(path: str | os.PathLike) -> tuple[EasyDict, EasyDict]:
     try:
         namespace = runpy.run_path(str(p), run_name="__ding_dist_config__")
     except ModuleNotFoundError as e:
-        if not (e.name or "").split(".")[0] == "ding":
-            raise ConfigError(f"error while executing config file {str(p)!r}: {type(e).__name__}: {e}") from e
+        if (e.name or "").split(".")[0] != "ding":
+            raise _execution_error(p, e) from e
         namespace = _run_without_ding(p, e)
     except Exception as e:
-        raise ConfigError(f"error while executing config file {str(p)!r}: {type(e).__name__}: {e}") from e
+        raise _execution_error(p, e) from e
     if "main_config" not in namespace:
         raise ConfigError(f"config file {str(p)!r} does not define 'main_config'")
     main, create = namespace["main_config"], namespace.get("create_config", {})
@@ -75,6 +75,11 @@ def read_config(path: str | os.PathLike) -> tuple[EasyDict, EasyDict]:
         if not isinstance(value, Mapping):
             raise ConfigError(f"config file {str(p)!r}: {name} must be a dict or EasyDict, got {type(value).__name__}")
     return EasyDict(to_plain(main)), EasyDict(to_plain(create))
+
+
+def _execution_error(p: Path, e: BaseException) -> ConfigError:
+    """The one line for an exception raised while a config file ran."""
+    return ConfigError(f"error while executing config file {str(p)!r}: {type(e).__name__}: {e}")
 
 
 def _run_without_ding(p: Path, error: ModuleNotFoundError) -> dict[str, Any]:
@@ -86,7 +91,7 @@ def _run_without_ding(p: Path, error: ModuleNotFoundError) -> dict[str, Any]:
             with provided_ding_helpers():
                 return runpy.run_path(str(p), run_name="__ding_dist_config__")
         except Exception as e:
-            raise ConfigError(f"error while executing config file {str(p)!r}: {type(e).__name__}: {e}") from e
+            raise _execution_error(p, e) from e
     need = [f"{m}.{n}" if n else m for m, n in imports if n not in CONFIG_HELPERS.get(m, {})]
     what = ", ".join(need) if need else str(error.name)
     raise ConfigError(
