@@ -24,7 +24,7 @@ from typing import Any
 
 from ding_dist.entry.cli.errors import PROG, UsageError
 
-__all__ = ["SHARE_STORE_ENV", "elastic_launcher_argv", "launch_elastic"]
+__all__ = ["SHARE_STORE_ENV", "elastic_launcher_argv", "launch_elastic", "rdzv_endpoint"]
 
 #: torch 2.11-2.13 keep the first round's worker-store address when the rendezvous is shared with the workers,
 #: so a node that joins later waits for an address that is never published for its round: not shared here.
@@ -37,6 +37,19 @@ def job_id_for(args: argparse.Namespace, exp_dir: Path) -> str:
     return args.rdzv_id or os.environ.get("SLURM_JOB_ID") or exp_dir.name
 
 
+def rdzv_endpoint(args: argparse.Namespace) -> tuple[str, int]:
+    """``--rdzv-endpoint HOST:PORT`` as ``(host, port)`` (an IPv6 host without its brackets); one line otherwise.
+
+    Example::
+
+        rdzv_endpoint(argparse.Namespace(rdzv_endpoint="node0:29400"))  # ("node0", 29400)
+    """
+    host, sep, port = args.rdzv_endpoint.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--rdzv-endpoint {args.rdzv_endpoint!r}: expected HOST:PORT, e.g. node0:29400")
+    return host.strip("[]"), int(port)
+
+
 def elastic_launcher_argv(args: argparse.Namespace, nproc: int, exp_dir: Path, child_argv: list[str]) -> list[str]:
     """torchrun's arguments for this node of the elastic job (``child_argv``: one rank's ``ding-dist`` arguments).
 
@@ -46,9 +59,7 @@ def elastic_launcher_argv(args: argparse.Namespace, nproc: int, exp_dir: Path, c
     """
     if not args.rdzv_endpoint:
         raise UsageError("--nnodes needs --rdzv-endpoint HOST:PORT: the rendezvous every node reaches")
-    host, sep, port = args.rdzv_endpoint.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"--rdzv-endpoint {args.rdzv_endpoint!r}: expected HOST:PORT, e.g. node0:29400")
+    rdzv_endpoint(args)
     low, high = args.nnodes
     conf = "last_call_timeout=2,join_timeout=600"
     if args.rdzv_host != "auto":
@@ -92,9 +103,8 @@ def launch_elastic(args: argparse.Namespace, cfg: Any, nproc: int, exp_dir: Path
     from ding_dist.entry.cli.agent import stop_aware_agent
 
     try:
-        host, _, port = args.rdzv_endpoint.rpartition(":")
         # a peer node's stop re-forms the job; a bounded exit barrier; a node cut off from the store exits
-        with stop_aware_agent(local=False, store_endpoint=(host.strip("[]"), int(port))):
+        with stop_aware_agent(local=False, store_endpoint=rdzv_endpoint(args)):
             torchrun(launcher)
     except ChildFailedError as e:
         first = min(e.failures.items(), key=lambda kv: kv[1].timestamp)
