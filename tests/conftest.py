@@ -12,6 +12,13 @@ from ding_dist.comm import dist_finalize, launch
 torch.set_num_threads(1)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses ``run_ranks`` with ``processes`` (mutation testing leaves them out)."""
+    for item in items:
+        if "run_ranks" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.processes)
+
+
 @pytest.fixture
 def run_ranks():
     """``run_ranks(fn, nproc, *args)``: run a module-level ``fn`` on ``nproc`` gloo ranks, return results."""

@@ -5,6 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.processes  # each test starts a Python process
+
 PROBE = """
 import sys
 import gymnasium as gym

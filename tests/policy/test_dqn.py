@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from ding_dist.policy.dqn import DQNPolicy, QNetwork, apex_epsilon, epsilon_schedule
+from tests.policy import reference
 
 OBS, ACT = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Discrete(4)
 
@@ -53,15 +54,21 @@ def test_collect_action_greedy_after_decay_and_random_before():
     assert 0.15 < (early == greedy).mean() < 0.4
 
 
-def test_learn_loss_is_huber_on_double_dqn_target():
-    policy = make(target_update_freq=1000)
+@pytest.mark.parametrize("double, loss", [(True, "huber"), (False, "huber"), (True, "mse")])
+def test_learn_loss_is_huber_on_double_dqn_target(double, loss):
+    policy = make(target_update_freq=1000, double=double, loss=loss)
+    reference.perturb(policy.target_model)  # a target network that is not the online one: their argmaxes differ
     b = batch()
     with torch.no_grad():  # independent computation of the target and loss before the update
         online, target_net = policy.model, policy.target_model
-        a_star = online(b["next_obs"]).argmax(1)
+        a_online, a_target = online(b["next_obs"]).argmax(1), target_net(b["next_obs"]).argmax(1)
+        assert (a_online != a_target).sum() >= 8
+        a_star = a_online if double else a_target  # double DQN: the online net picks, the target net scores
         y = b["reward"] + b["discount"] * target_net(b["next_obs"])[torch.arange(32), a_star]
         q = online(b["obs"])[torch.arange(32), b["action"]]
-        expected = F.smooth_l1_loss(q, y).item()
+        d = (q - y).double().numpy()
+        expected = (reference.huber(d) if loss == "huber" else d * d).mean()
+        assert np.abs(d).max() > 1  # both sides of the Huber threshold
     stats = policy.learn(b)
     assert stats["loss"] == pytest.approx(expected, rel=1e-5)
     assert stats["q_mean"] == pytest.approx(q.mean().item(), rel=1e-5)

@@ -15,6 +15,7 @@ from ding_dist.envs import env_seeds, make_vec_env
 from ding_dist.policy import IMPALAPolicy, get_policy_cls
 from ding_dist.policy.impala import vtrace
 from ding_dist.worker import Collector
+from tests.policy import reference
 
 
 def _ones(t: int = 3) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -129,11 +130,13 @@ def _numpy_vtrace(ro, value, pi_logp, final_value, last_value) -> tuple[np.ndarr
     return vs, rho * (reward + g * next_vs - value)
 
 
-@pytest.mark.parametrize("obs_space", [VECTOR, IMAGE], ids=["vector", "image"])
-def test_one_update_matches_a_numpy_vtrace_with_ends_truncation_and_clipped_weights(obs_space):
+@pytest.mark.parametrize(("obs_space", "adv_norm"), [(VECTOR, False), (IMAGE, False), (VECTOR, True)],
+                         ids=["vector", "image", "vector-adv_norm"])  # fmt: skip
+def test_one_update_matches_a_numpy_vtrace_with_ends_truncation_and_clipped_weights(obs_space, adv_norm):
     t_len, n = 7, 3
     ro = _rollout(obs_space, t_len, n)
-    policy = _impala(obs_space, batch_size=t_len * n)  # one minibatch: the whole rollout, one update
+    ro["reward"] = (10.0 * ro["reward"] + 2.0).astype(np.float32)  # advantages of std far from 1
+    policy = _impala(obs_space, batch_size=t_len * n, adv_norm=adv_norm)  # one minibatch: the rollout, one update
     net = copy.deepcopy(policy.model)  # the network before the update, for the reference
 
     def flat(x: np.ndarray) -> torch.Tensor:  # [T, N, ...] -> [T * N, ...], the reference's own reshape
@@ -146,14 +149,20 @@ def test_one_update_matches_a_numpy_vtrace_with_ends_truncation_and_clipped_weig
     head, v = net(flat(ro["obs"]))
     dist = net.distribution(head)
     logp = dist.log_prob(flat(ro["action"]))
-    vs, adv = _numpy_vtrace(ro, value, logp.detach().reshape(t_len, n).numpy(), final_value, last_value)
+    pi_logp = logp.detach().reshape(t_len, n).double().numpy()
+    ratio = np.exp(pi_logp - ro["logp"])
+    assert (ratio > RHO_BAR).any() and (ratio < C_BAR).any() and ((ratio > C_BAR) & (ratio < RHO_BAR)).any()
+    vs, adv = _numpy_vtrace(ro, value, pi_logp, final_value, last_value)
+    assert adv.std() > 5  # the normalization's division matters
+    if adv_norm:
+        adv = reference.normalized(adv)
     policy_loss = -(torch.as_tensor(adv.reshape(-1), dtype=torch.float32) * logp).mean()
     value_loss = 0.5 * ((torch.as_tensor(vs.reshape(-1), dtype=torch.float32) - v) ** 2).mean()
     (policy_loss + VALUE_WEIGHT * value_loss - ENTROPY_WEIGHT * dist.entropy().mean()).backward()
 
     stats = policy.learn(ro)
     assert policy.train_iter == 1
-    assert stats["policy_loss"].item() == pytest.approx(policy_loss.item(), rel=1e-5)
+    assert stats["policy_loss"].item() == pytest.approx(policy_loss.item(), rel=1e-5, abs=1e-6)
     assert stats["value_loss"].item() == pytest.approx(value_loss.item(), rel=1e-5)
     for mine, ref in zip(policy.model.parameters(), net.parameters()):  # the gradient of the update
         torch.testing.assert_close(mine.grad, ref.grad, rtol=1e-4, atol=1e-6)
