@@ -11,16 +11,8 @@ import math
 
 import numpy as np
 import torch
-from torch import nn
 
-
-def detune(module: nn.Module, scale: float = 0.5, seed: int = 7) -> None:
-    """Add ``scale`` times standard-normal noise to every parameter of ``module``: a target network that starts as a
-    copy of the online one then has other values and other greedy actions (so double-Q selection matters)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.add_(scale * torch.randn(p.shape, generator=g, dtype=p.dtype))
+from tests.policy.reference import perturb  # noqa: F401  (re-exported: the Q tests perturb target nets too)
 
 
 def f64(x) -> np.ndarray:

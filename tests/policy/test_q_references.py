@@ -58,7 +58,7 @@ def make_q(cls, *, model: dict | None = None, **cfg):
     c.learn.update(grad_clip_norm=None, target_update_freq=1000)
     c.update(cfg)
     policy = cls(c, OBS, ACT)
-    ref.detune(policy.target_model)  # the target net is not the online one: their greedy actions differ
+    ref.perturb(policy.target_model, seed=7)  # the target net is not the online one: their greedy actions differ
     return policy
 
 
@@ -281,7 +281,7 @@ def test_r2d2_learn_is_the_masked_rescaled_n_step_double_q_loss_after_burn_in():
     cfg.update(nstep=2, discount_factor=0.9, priority=True, priority_IS_weight=True)
     cfg.learn.update(batch_size=4, grad_clip_norm=None, target_update_freq=1000)
     policy = R2D2Policy(cfg, OBS, ACT)
-    ref.detune(policy.target_model, scale=1.0)
+    ref.perturb(policy.target_model, scale=1.0, seed=7)
     b = _r2d2_batch()
     start = (b["h"], b["c"])
     with torch.no_grad():
@@ -359,8 +359,8 @@ def test_sac_losses_are_the_twin_minimum_soft_target_entropy_term_and_alpha_loss
     cfg.model.update(actor_hidden_sizes=[8], critic_hidden_sizes=[8])
     cfg.learn.update(alpha=0.3, auto_alpha=True, grad_clip_norm=None)
     policy = SACPolicy(cfg, gym.spaces.Box(-1.0, 1.0, (3,)), BOX)
-    ref.detune(policy.critic_target, scale=0.3)  # the twin target critics then disagree on which is smaller
-    ref.detune(policy.critic.q2, scale=0.5, seed=3)  # and so do the online ones, at the actor's actions
+    ref.perturb(policy.critic_target, scale=0.3, seed=7)  # the twin target critics then disagree on which is smaller
+    ref.perturb(policy.critic.q2, scale=0.5, seed=3)  # and so do the online ones, at the actor's actions
     b = _box_batch()
     actor, critic, critic_target = (copy.deepcopy(m) for m in (policy.actor, policy.critic, policy.critic_target))
     log_alpha = float(policy.log_alpha.value.detach())
