@@ -1,4 +1,4 @@
-"""Utilities: crash-safe checkpoints, rank-aware logging and metrics, atomic file writes.
+"""Utilities: crash-safe checkpoints, rank-aware logging and metrics, atomic file writes, statistics over seeds.
 
 Names are imported on first use (PEP 562), so the command line's ``--help`` and the config layer do not
 import torch (which :mod:`ding_dist.utils.checkpoint` needs).
@@ -29,6 +29,11 @@ _NAMES = {
     "PlainProgress": ".logging",
     "progress_bar": ".logging",
     "read_metrics": ".logging",
+    "auc": ".stats",
+    "curve_iqm": ".stats",
+    "first_reach": ".stats",
+    "iqm": ".stats",
+    "stratified_bootstrap_ci": ".stats",
 }
 
 __all__ = sorted(_NAMES)
