@@ -3,7 +3,7 @@
 Every run is one whole process timed from outside (interpreter start, imports, launch, training, the final
 evaluation and checkpoint): ``ding-dist train CONFIG --seed 0 --exp-dir TMP --max-env-steps N [...]``, or
 Sample Factory's documented Atari example (APPO, ``sf_examples.atari.train_atari``) from its own virtual
-environment (``--sf-python``, default ``/work/venv-sf/bin/python``; torch 2.13.0, sample-factory 2.1.1,
+environment (``--sf-python``, default ``.venvs/sample-factory/bin/python``; torch 2.13.0, sample-factory 2.1.1,
 ale-py 0.9.1, opencv-python, gymnasium < 1.0), through a launcher that imports ``ale_py`` first (ale-py
 registers its ids only when imported). Rows are interleaved (row 1, row 2, ..., then again) and the median
 of ``--repeats`` is reported. Both sides do the same work per update: 8 envs x 128 steps, 4 epochs x 4
@@ -54,7 +54,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
-SF_PYTHON = "/work/venv-sf/bin/python"
+SF_PYTHON = str(ROOT / ".venvs" / "sample-factory" / "bin" / "python")  # a venv holding Sample Factory
 # ale-py registers its gymnasium ids only when imported; Sample Factory's workers are spawned and import this too.
 SF_LAUNCHER = """import ale_py  # noqa: F401  (registers the ALE/ ids)
 import sys

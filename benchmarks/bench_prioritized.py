@@ -1,9 +1,10 @@
 """Prioritized replay: draw 256 from a full 1M-capacity buffer and update 256 priorities, ours vs DI-engine and TorchRL.
 
-Run:  PYTHONPATH=/work/main /work/venv-refs/bin/python benchmarks/bench_prioritized.py [--capacity 1000000]
+Run:  PYTHONPATH=. .venvs/references/bin/python benchmarks/bench_prioritized.py [--capacity 1000000]
       [--batch 256] [--iters 200] [--repeats 7]
 
-(``/work/venv-refs`` holds DI-engine and TorchRL next to torch; ``PYTHONPATH`` makes ``ding_dist`` importable; what it
+(from the repo: ``.venvs/references`` holds DI-engine and TorchRL next to torch; ``PYTHONPATH`` makes ``ding_dist``
+importable; what it
 needs and that venv lacks, gymnasium, comes from the checkout's ``.venv``, after the reference packages.)
 
 All three start from the same priority vector (``|delta| ~ Exp(1)``, one per slot, the buffer full) and, per

@@ -15,9 +15,9 @@ falls on both; ``--json`` is rewritten after each pair, so a run cut short keeps
 
 Setup (DI-engine in its own venv, torch first so pip does not pull a CUDA build)::
 
-    python -m venv /tmp/ding-venv
-    /tmp/ding-venv/bin/pip install torch==2.13.0 && /tmp/ding-venv/bin/pip install di-engine
-    python benchmarks/bench_vs_ding.py --ding-venv /tmp/ding-venv --seeds 0,1,2
+    python -m venv .venvs/di-engine
+    .venvs/di-engine/bin/pip install torch==2.13.0 && .venvs/di-engine/bin/pip install di-engine
+    python benchmarks/bench_vs_ding.py --ding-venv .venvs/di-engine --seeds 0,1,2
 
 When DI-engine is not installed there, the script says so and exits with code 2 without measuring.
 """
@@ -158,7 +158,7 @@ def _cell(r: Run) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ding-venv", type=Path, default=Path("/tmp/ding-venv"), help="venv holding di-engine")
+    parser.add_argument("--ding-venv", type=Path, default=Path(".venvs/di-engine"), help="venv holding di-engine")
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (median over them)")
     parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS), help=f"any of {','.join(CONFIGS)} (or 'all')")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run (then: no stop)")
@@ -175,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     if zoo is None:
         print(
             f"bench_vs_ding: DI-engine is not installed in {args.ding_venv} (import ding, dizoo failed): nothing "
-            "measured. Install it with: python -m venv /tmp/ding-venv && /tmp/ding-venv/bin/pip install "
-            "torch==2.13.0 && /tmp/ding-venv/bin/pip install di-engine",
+            "measured. Install it with: python -m venv .venvs/di-engine && .venvs/di-engine/bin/pip install "
+            "torch==2.13.0 && .venvs/di-engine/bin/pip install di-engine",
             file=sys.stderr,
         )
         return 2

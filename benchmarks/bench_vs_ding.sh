@@ -6,7 +6,7 @@
 #            --timeout 600 --ours-first --json bench_vs_ding_zoo.json    (or --configs all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV="${DING_VENV:-/tmp/ding-venv}"
+VENV="${DING_VENV:-.venvs/di-engine}"  # relative to the repo: a venv holding DI-engine
 if [ ! -x "$VENV/bin/ding" ]; then
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q torch==2.13.0

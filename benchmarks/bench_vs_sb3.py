@@ -16,8 +16,8 @@ Pong transitions and prints its bytes per stored transition against 1.1x one 84x
 
 Setup and run (SB3 in its own venv, torch first so pip does not pull a CUDA build)::
 
-    bash benchmarks/bench_vs_sb3.sh --steps 20480    # creates /tmp/sb3venv once, then runs this script
-    python benchmarks/bench_vs_sb3.py --sb3-venv /tmp/sb3venv --steps 20480 --json out.json
+    bash benchmarks/bench_vs_sb3.sh --steps 20480    # creates .venvs/sb3 once, then runs this script
+    python benchmarks/bench_vs_sb3.py --sb3-venv .venvs/sb3 --steps 20480 --json out.json
 
 When SB3 is not installed there, its row is skipped (exit code 2 at the end).
 """
@@ -205,7 +205,7 @@ def vec_env_rates(managers: list[str], num_envs: int = 8, steps: int = 300, repe
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sb3-venv", type=Path, default=Path("/tmp/sb3venv"))
+    parser.add_argument("--sb3-venv", type=Path, default=Path(".venvs/sb3"))  # a venv holding SB3
     parser.add_argument("--steps", type=int, default=20480, help="env steps per run (multiple of 1024)")
     parser.add_argument("--sb3-vec", choices=("dummy", "subproc"), default="dummy")
     parser.add_argument("--skip", default="", help="comma-separated runs to skip: vec,replay,sb3,ours1,ours2")

@@ -4,7 +4,7 @@
 # Usage: bash benchmarks/bench_vs_sb3.sh [--steps 20480] [--sb3-vec dummy|subproc] [--json OUT.json]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV="${SB3_VENV:-/tmp/sb3venv}"
+VENV="${SB3_VENV:-.venvs/sb3}"  # relative to the repo: a venv holding Stable-Baselines3
 if ! "$VENV/bin/python" -c "import stable_baselines3, ale_py" 2>/dev/null; then
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q torch==2.13.0

@@ -18,19 +18,8 @@
 # failed, 2 no GPU (without --device cpu) or nothing to rerun.
 set -u
 cd "$(dirname "$0")/.."
-if [ -z "${PYTHON:-}" ]; then  # the interpreter that has torch (on the GPU machine: python3)
-    for PYTHON in python python3; do
-        "$PYTHON" -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None)" 2>/dev/null && break
-    done
-fi
-if compgen -G ".whl/*.whl" >/dev/null; then
-    SITE="${GPU_CHECK_SITE:-${TMPDIR:-/tmp}/gpu_check_site}"
-    start=$SECONDS
-    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
-        .whl/*.whl 2>&1 | grep -v "is ignored: it is neither" >&2
-    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "gpu_check: installing .whl/*.whl into $SITE failed"; exit 1; }
-    echo "gpu_check: installed $(compgen -G '.whl/*.whl' | wc -l) carried wheels into $SITE ($((SECONDS - start)) s)"
-    export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-exec "$PYTHON" benchmarks/gpu_check.py "$@"
+TOOL=gpu_check
+# shellcheck source=benchmarks/carried_wheels.sh
+. benchmarks/carried_wheels.sh
+"$PYTHON" benchmarks/gpu_check.py "$@"
+exit $?  # not exec: the carried wheels' temporary folder is removed at exit

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Prepare the GPU check, here on the CPU machine, before asking for the device (it has no network):
-# download into .whl/ (git-ignored) the wheels that benchmarks/gpu_check.sh needs and the GPU machine's
-# image lacks, for CPython 3.12 on manylinux x86-64, each pinned and listed, none pulled in implicitly;
-# then prove the set complete for Python 3.12 (see "what the check proves" below).
+# Prepare the GPU check and the scaling run, here on the CPU machine, before asking for the device (it has no
+# network): download into .whl/ (git-ignored) the wheels that benchmarks/gpu_check.sh and
+# benchmarks/device_scaling.sh need and the GPU machine's image lacks, for CPython 3.12 on manylinux x86-64,
+# each pinned and listed, none pulled in implicitly; then prove the set complete for Python 3.12 (see "what
+# the check proves" below).
 #
-#   bash benchmarks/gpu_prepare.sh          # .whl/ (about 0.5 MB), then the device command of gpu_check.sh
+#   bash benchmarks/gpu_prepare.sh          # .whl/ (about 3.6 MB), then the device commands of both scripts
 #   bash benchmarks/gpu_prepare.sh DIR      # the same into DIR (tests/test_gpu_check.py)
 #
 # What the check proves: (1) pip, with no index and this folder alone, finds every pinned wheel for
 # CPython 3.12 manylinux x86-64 and would install it (a dry run into a scratch target); (2) every requirement
-# of ding_dist (read from this source tree) and of every carried wheel, with its markers evaluated for
-# Python 3.12 on Linux x86-64, is met by a carried wheel (version checked) or by a package of the image's
+# of ding_dist (read from this source tree, with its atari extra) and of every carried wheel, with its markers
+# evaluated for Python 3.12 on Linux x86-64, is met by a carried wheel (version checked) or by a package of the image's
 # list below (version checked where that list records one; the others are printed as assumed); (3) one
 # version of each project, so the device's `pip install .whl/*.whl` cannot stop on two. It does not prove
 # that the image still holds what its list says (read on 2026-11-17); gpu_check.sh fails at once, in one
@@ -21,9 +22,10 @@ DEST="${1:-.whl}"
 PY="${PYTHON:-$(command -v python || command -v python3)}"
 
 # The wheels the image lacks (pins: the versions CI tests with). gymnasium needs farama-notifications,
-# numpy, cloudpickle and typing-extensions; the image has the last three. The image-policy rows use a
-# synthetic frame-stack env, so no ale-py (and no ROMs) travel.
-WHEELS=(gymnasium==1.4.0 farama-notifications==0.0.6 easydict==1.14)
+# numpy, cloudpickle and typing-extensions; the image has the last three. ale-py (its ROMs inside, 3.1 MB) is
+# for device_scaling.sh's Pong; it needs numpy, and ding_dist's atari extra opencv-python-headless, which the
+# image has. gpu_check.sh does not use it: its image-policy rows use a synthetic frame-stack env.
+WHEELS=(gymnasium==1.4.0 farama-notifications==0.0.6 easydict==1.14 ale-py==0.12.1)
 
 # The image's packages (the device tool's KINDS.md, "Python packages already there", read 2026-11-17), and
 # the versions it records for some of them.
@@ -76,6 +78,7 @@ except ImportError:  # pip's own copy
     from pip._vendor.packaging.utils import canonicalize_name
 
 dest, wheels_report, project_report, image_text, versions_text, *pins = sys.argv[1:]
+EXTRAS = ("", "atari")  # ding_dist's extras the device runs use (atari: device_scaling.sh's Pong)
 marker_env = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux",
               "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
               "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
@@ -90,13 +93,13 @@ names = [canonicalize_name(f.split("-")[0]) for f in files]
 problems = [f"two wheels of {n} in {dest}" for n in set(names) if names.count(n) > 1]
 problems += [f"{dest} holds {f}, which no pin names" for f, n in zip(files, names) if n not in carried]
 project = json.load(open(project_report))["install"][0]["metadata"]
-needs = [(f"ding_dist {project['version']}", r) for r in project.get("requires_dist") or []]
-needs += [(f"{name} {version}", r) for name, (version, reqs) in carried.items() for r in reqs]
+needs = [(f"ding_dist {project['version']}", r, EXTRAS) for r in project.get("requires_dist") or []]
+needs += [(f"{name} {version}", r, ("",)) for name, (version, reqs) in carried.items() for r in reqs]
 assumed = []
-for who, text in needs:
+for who, text, extras in needs:
     req = Requirement(text)
-    if req.marker is not None and not req.marker.evaluate(marker_env):
-        continue  # an extra, or another Python or platform
+    if req.marker is not None and not any(req.marker.evaluate({**marker_env, "extra": e}) for e in extras):
+        continue  # another extra, or another Python or platform
     name = canonicalize_name(req.name)
     if name in carried:
         if carried[name][0] not in req.specifier:
@@ -114,10 +117,10 @@ for p in problems:
 if problems:
     sys.exit(1)
 print(f"gpu_prepare: {len(files)} wheels in {dest} ({size / 1e6:.2f} MB): {', '.join(files)}")
-print("gpu_prepare: complete for CPython 3.12 manylinux x86-64: every requirement of ding_dist and of the carried "
-      "wheels is carried or on the image's list")
+print("gpu_prepare: complete for CPython 3.12 manylinux x86-64: every requirement of ding_dist (and its atari extra) "
+      "and of the carried wheels is carried or on the image's list")
 if assumed:
     print(f"gpu_prepare: on the image, version not recorded (assumed to satisfy): {'; '.join(sorted(set(assumed)))}")
 EOF
-echo "gpu_prepare: device command (carry [\"$DEST\"]):"
-sed -n 's/^#   DEVICE: //p' benchmarks/gpu_check.sh
+echo "gpu_prepare: device commands (carry [\"$DEST\"]), the GPU check, then the scaling run:"
+sed -n 's/^#   DEVICE: //p' benchmarks/gpu_check.sh benchmarks/device_scaling.sh

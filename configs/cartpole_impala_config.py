@@ -3,7 +3,7 @@ of 475 within 8-16k env steps in one process and 8-43k with 1 or 2 actors and a 
 
 Train: ``ding-dist train configs/cartpole_impala_config.py --actors 2 --learners 1`` (or in one process,
 where V-trace sees no lag). ``collect.n_sample`` is the env steps each learner round consumes (one chunk
-per learner), ``learn.batch_size`` the global minibatch (whole env columns of a chunk).
+per learner), ``learn.batch_size`` the global minibatch (whole env columns of every learner's chunk).
 """
 
 from easydict import EasyDict

@@ -3,9 +3,10 @@
 The same code runs as a plain single process (the fake link: every helper acts as a world of one),
 under ``ding_dist.launch``, torchrun or SLURM.
 
-- collectives and process-group helpers: :mod:`ding_dist.comm` (re-exported here, except DI-engine's
-  aliases and helpers, which :mod:`ding_dist.comm` and :mod:`ding_dist.compat` serve: ``DDPContext``,
-  ``error_wrapper``)
+- collectives and process-group helpers: :mod:`ding_dist.comm` (re-exported here, with the helper list
+  DI-engine serves from ``ding.utils``: ``get_rank, get_world_size, broadcast, allreduce, get_group,
+  dist_init, dist_finalize, dist_mode, error_wrapper``; DI-engine's alias ``DDPContext`` stays in
+  :mod:`ding_dist.comm` and :mod:`ding_dist.compat`)
 - gradient synchronization: ``distribute``, ``sync_gradients`` and friends from :mod:`ding_dist.sync`
 - ``FusedOptimizer`` and the load-balancing samplers
 - the RL side lives in subpackages: ``ding_dist.entry`` (``serial_pipeline``, ``train``),
@@ -40,8 +41,8 @@ _OTHER_NAMES = {
     "LoadBalancingDistributedBatchSampler": ".data.samplers",
     "LoadBalancingDistributedSampler": ".data.samplers",
 }
-# In ding_dist.comm for DI-engine drop-in code (ding_dist.compat serves them with DI-engine's behaviour), not here.
-_COMM_ONLY = frozenset({"DDPContext", "error_wrapper"})
+# DI-engine's alias of DistContext: in ding_dist.comm and ding_dist.compat for drop-in code, not here.
+_COMM_ONLY = frozenset({"DDPContext"})
 
 
 def _comm_names() -> list[str]:

@@ -104,11 +104,21 @@ def test_installed_package_trains_with_the_shipped_config_from_any_folder(instal
     elsewhere, tmp, run = root / "elsewhere", root / "tmp", root / "run"
     elsewhere.mkdir()
     tmp.mkdir()
-    probe = "import ding_dist; from ding_dist.config.presets import find_config; print(find_config('cartpole_ppo'))"
+    # the CLI's lookup, and the Python API's (docs/training.md section 10's script, outside the clone): the same file
+    probe = ("from ding_dist.config.presets import find_config; from ding_dist.config import read_config; "
+             "from ding_dist.entry.pipeline import load_config; print(find_config('cartpole_ppo')); "
+             "print(read_config('configs/cartpole_ppo_config.py')[1].policy.type, "
+             "load_config('cartpole_ppo').exp_name); "
+             "from ding_dist.utils.install import install_hint; print(install_hint('render'))")  # fmt: skip
     found = subprocess.run([str(python), "-c", probe], cwd=elsewhere, env=_env(), capture_output=True, text=True)
     assert found.returncode == 0, found.stderr
     site = Path(sysconfig.get_paths(vars={"base": str(root / "venv")})["purelib"])
-    assert Path(found.stdout.strip()) == site / "ding_dist" / "configs" / "cartpole_ppo_config.py"
+    assert found.stdout.splitlines() == [
+        str(site / "ding_dist" / "configs" / "cartpole_ppo_config.py"),
+        "ppo cartpole_ppo",
+        'pip install "pygame>=2.1" "moviepy>=1.0"',
+    ]  # a wheel: no checkout to name
+    # fmt: skip
 
     cmd = [str(python.parent / "ding-dist"), "train", "--algo", "ppo", "--env", "CartPole-v1", "--max-env-steps",
            "256", "--exp-dir", str(run)]  # fmt: skip
@@ -133,6 +143,20 @@ def test_installed_package_trains_with_the_shipped_config_from_any_folder(instal
 def test_a_shipped_config_is_found_by_name_from_any_folder(arg, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert find_config(arg) == configs_dir() / "cartpole_ppo_config.py"
+
+
+@pytest.mark.parametrize("arg", ["cartpole_ppo", "configs/cartpole_ppo_config.py"])
+def test_the_python_api_finds_shipped_configs_as_the_cli_does(arg, tmp_path, monkeypatch):
+    """``read_config`` and ``load_config`` take what ``ding-dist train`` takes (one lookup for both)."""
+    from ding_dist.entry.cli.commands import _check_config
+    from ding_dist.entry.pipeline import load_config
+
+    monkeypatch.chdir(tmp_path)
+    assert _check_config(arg) == configs_dir() / "cartpole_ppo_config.py"
+    assert read_config(arg) == read_config(configs_dir() / "cartpole_ppo_config.py")
+    assert load_config(arg).exp_name == "cartpole_ppo"
+    with pytest.raises(ConfigError, match=r"'cartpol_ppo' does not exist and is not a shipped config: acrobot_dqn, "):
+        read_config("cartpol_ppo")
 
 
 def test_a_file_of_that_name_in_the_current_folder_wins(tmp_path, monkeypatch):

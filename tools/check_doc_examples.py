@@ -1,17 +1,24 @@
-"""Every shell and Python example in docs/ runs (shortened), except the few listed in SKIP / SKIP_LINES with
-the reason (other hosts, SLURM, GPUs, DI-engine, minutes of benchmarks).
+"""Every shell and Python example in docs/, README.md and ``ding-dist``'s ``--help`` runs (shortened), except the
+few listed in SKIP / SKIP_LINES with the reason (other hosts, SLURM, GPUs, DI-engine, minutes of benchmarks).
 
 ::
 
-    python tools/check_doc_examples.py            # every page: minutes (shell examples train agents)
+    python tools/check_doc_examples.py            # every page and --help: minutes (shell examples train agents)
     python tools/check_doc_examples.py --fast     # the Python examples only: about a minute
     python tools/check_doc_examples.py --pages comm sync -- -x   # some pages; after -- : pytest options
+    python tools/check_doc_examples.py --pages help README       # the --help examples, README's commands
 
 (also ``python -m pytest tools/check_doc_examples.py``). The Python blocks of a page run in order as one
-script in a fresh interpreter (``PRELUDE[page]`` first: the tensors, nets and configs a fragment takes as
-given), so ``dd.launch`` can start ranks from it. A shell block runs as one bash script (``set -e``) in a scratch
-folder holding ``configs/``, ``entry/`` and ``benchmarks/``, with ``ding-dist train`` runs cut to a few
-hundred env steps; each shell block is marked ``slow``.
+script in a fresh interpreter in an empty folder, as a user's script outside the clone (``PRELUDE[page]``
+first: the tensors, nets and configs a fragment takes as given), so ``dd.launch`` can start ranks from it. A
+shell block runs as one bash script (``set -e``: each command's exit code is checked) in a scratch folder holding
+``configs/``, ``entry/`` and ``benchmarks/``. The examples of every sub-command's ``--help`` run as one script in
+an empty folder, in the order of ``ding-dist --help`` (``HELP_GIVEN``: what an example takes as given, e.g. the
+seed runs a plot example names), and README.md's commands (its code blocks' ``ding-dist`` parts and its inline
+``ding-dist ...`` commands) as another. Every ``ding-dist train`` run is bounded: its ``--max-env-steps`` forced to
+a few hundred env steps, a resume's to more than the run before it, so it continues. Each shell script is marked
+``slow``; :func:`command_lines` lists every ``ding-dist`` command of the three sources (the default test run
+parses them all).
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
+README = ROOT / "README.md"
+HELP = "help"  # the pseudo page of the --help examples
 BLOCK = re.compile(r"```(bash|python)\n(.*?)```", re.S)
 STEPS = "256"
 PAGES_ENV = "DOCS_PAGES"  # comma-separated page stems to check (default: all); set by --pages
@@ -50,6 +59,7 @@ SKIP: dict[tuple[str, str], str] = {
     ("launching.md", "python train.py"): "train.py is the reader's script",
     ("launching.md", "torchrun --standalone --nproc_per_node 2 train.py"): "train.py is the reader's script",
     ("comm.md", "dd.get_group(2)"): "groups of 2 need a world of 2 or more",
+    ("README.md", "python -m pytest"): "installs the package and runs the test suite: .ci/run does both",
 }
 
 #: (page, text in a line of a Python block) -> why that line is left out (the rest of the block runs).
@@ -94,9 +104,92 @@ world_size, rank = 1, 0
 }
 
 
-def _pages() -> list[Path]:
+#: sub-command -> shell lines run before its --help examples: what they take as given.
+HELP_GIVEN: dict[str, str] = {
+    "plot": "for s in 0 1 2; do ding-dist train cartpole_ppo --seed $s --exp-dir runs/ppo_s$s; done",
+    "config": f"cp {ROOT / 'tests' / 'config' / 'ding_files' / 'cartpole_dqn_ding_config.py'} my_ding_config.py",
+    "ckpt": 'mkdir -p runs/old/ckpt && cp "$(ls runs/cartpole_ppo/ckpt/ckpt_*.pt | tail -n 1)" '
+    "runs/old/ckpt/ckpt_000051200.pt",
+}
+
+
+def _wanted(stem: str) -> bool:
     wanted = [p for p in os.environ.get(PAGES_ENV, "").split(",") if p]
-    return [p for p in DOCS if not wanted or p.stem in wanted]
+    return not wanted or stem in wanted
+
+
+def _pages() -> list[Path]:
+    return [p for p in DOCS if _wanted(p.stem)]
+
+
+def help_examples() -> list[tuple[str, list[str]]]:
+    """``(sub-command, its example lines)`` of every sub-command's ``--help``, in the order ``ding-dist --help``
+    lists them."""
+    import argparse
+
+    from ding_dist.entry.cli.parser import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return [
+        (name, [line.strip() for line in (sub.epilog or "").splitlines() if line.strip().startswith("ding-dist ")])
+        for name, sub in commands.choices.items()
+    ]
+
+
+def readme_commands() -> list[str]:
+    """README.md's ``ding-dist`` commands: the ``ding-dist`` parts of its bash blocks (not the installs or the test
+    suite), then its inline ``ding-dist ...`` code that is a whole command (it parses; no placeholder)."""
+    text = README.read_text()
+    found = []
+    for m in BLOCK.finditer(text):
+        if m.group(1) == "bash":
+            found += [part.strip() for line in m.group(2).splitlines() for part in line.split("&&")
+                      if part.strip().startswith("ding-dist ")]  # fmt: skip
+    for span in re.findall(r"`(ding-dist [^`]+)`", re.sub(r"```.*?```", "", text, flags=re.S)):
+        if not re.search(r"\b[A-Z]{2,}\b|\.\.\.|<", span) and _parses(span):
+            found.append(span)
+    return list(dict.fromkeys(found))
+
+
+def _parses(command: str) -> bool:
+    import contextlib
+    import io
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            parse_command(command)
+    except SystemExit:
+        return False
+    return True
+
+
+def parse_command(command: str):
+    """``command``'s ``ding-dist`` arguments parsed by the CLI's parser (``SystemExit`` when they do not parse);
+    shell variables stand for ``1``. ``torchrun ... -m ding_dist.entry.cli train ...`` and ``srun ding-dist ...``
+    are parsed from the ``ding-dist`` part on."""
+    import shlex
+
+    from ding_dist.entry.cli.parser import build_parser
+
+    words = shlex.split(re.sub(r"\$\{?\w+\}?", "1", re.sub(r"\s+#.*$", "", command)))
+    for marker in ("ding-dist", "ding_dist.entry.cli"):
+        if marker in words:
+            args = words[words.index(marker) + 1 :]
+            return build_parser().parse_args(args[1:] if args[:1] == ["--"] else args)  # torchx: ``-m M -- ARGS``
+    raise ValueError(f"not a ding-dist command: {command!r}")
+
+
+def command_lines() -> list[tuple[str, str]]:
+    """``(where, command)`` for every ``ding-dist`` command of docs/'s bash blocks, README.md and the --help
+    examples (skipped blocks included: they must still parse)."""
+    found = [(f"ding-dist {name} --help", line) for name, lines in help_examples() for line in lines]
+    found += [("README.md", line) for line in readme_commands()]
+    for page in DOCS:
+        for m in BLOCK.finditer(page.read_text()):
+            if m.group(1) == "bash":
+                found += [(f"docs/{page.name}", line) for line in _shell_lines(m.group(2), shorten=False)
+                          if re.search(r"(^|\s)(ding-dist|ding_dist\.entry\.cli) ", line)]  # fmt: skip
+    return found
 
 
 def _skip_reason(page: str, code: str) -> str | None:
@@ -123,6 +216,11 @@ def _page_script(page: Path) -> str | None:
 
 def _shell_blocks() -> list:
     params = []
+    if _wanted(HELP):
+        script = [line for name, lines in help_examples() for line in ([HELP_GIVEN.get(name, "")] + lines) if line]
+        params.append(pytest.param(HELP, "\n".join(script), id="help", marks=[pytest.mark.slow]))
+    if _wanted(README.stem):
+        params.append(pytest.param(README.name, "\n".join(readme_commands()), id="README", marks=[pytest.mark.slow]))
     for page in _pages():
         for k, m in enumerate(BLOCK.finditer(page.read_text())):
             lang, code = m.groups()
@@ -133,20 +231,34 @@ def _shell_blocks() -> list:
     return params
 
 
-def _shorten(command: str) -> str:
-    """``ding-dist train`` and entry scripts with a small ``--max-env-steps``; comments dropped."""
+def _shorten(command: str, steps: int | str = STEPS) -> str:
+    """``ding-dist train``/``resume`` and entry scripts with a small ``--max-env-steps`` (``steps``); comments
+    dropped. A ``for`` loop's body is cut too (``...; do ding-dist train ...; done``)."""
     command = re.sub(r"\s+#.*$", "", command)
-    if re.search(r"(ding-dist|ding_dist\.entry\.cli) train|entry/\S+_main\.py", command):
+    runs = r"(ding-dist|ding_dist\.entry\.cli) (train|resume)|entry/\S+_main\.py"
+    if re.search(runs, command) and not (command.startswith("ding-dist resume") and "--max-env-steps" not in command):
         if "--max-env-steps" in command:
-            command = re.sub(r"--max-env-steps \d+", f"--max-env-steps {STEPS}", command)
+            command = re.sub(r"--max-env-steps \d+", f"--max-env-steps {steps}", command)
+        elif command.rstrip().endswith("; done"):
+            command = command.rstrip()[: -len("; done")] + f" --max-env-steps {steps}; done"
         else:
-            command += f" --max-env-steps {STEPS}"
+            command += f" --max-env-steps {steps}"
     return command
 
 
-def _shell_lines(code: str) -> list[str]:
+def _shell_lines(code: str, shorten: bool = True) -> list[str]:
+    """The commands of a shell block, continuation lines joined; ``shorten``: bounded by :func:`_shorten`, each
+    resume (``--resume``, ``ding-dist resume``) given a budget above the runs before it, so it trains on."""
     joined = re.sub(r"\\\n\s*", " ", code)
-    return [_shorten(line) for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    lines = [line for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not shorten:
+        return [re.sub(r"\s+#.*$", "", line) for line in lines]
+    out, resumes = [], 0
+    for line in lines:
+        resuming = re.search(r"--resume |ding-dist resume ", line) is not None
+        resumes += resuming
+        out.append(_shorten(line, int(STEPS) * (1 + resumes) if resuming else STEPS))
+    return out
 
 
 def _env() -> dict[str, str]:
@@ -170,7 +282,7 @@ def scratch(tmp_path_factory) -> Path:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("page", [p.name for p in _pages() if _page_script(p)])
 def test_python_examples_run(page, tmp_path):
-    script = _link_repo_folders(tmp_path) / f"docs_{Path(page).stem}.py"
+    script = tmp_path / f"docs_{Path(page).stem}.py"  # an empty folder: the shipped configs are found by name
     script.write_text(_page_script(ROOT / "docs" / page))
     done = subprocess.run([sys.executable, script.name], cwd=tmp_path, env=_env(), capture_output=True, text=True,
                           timeout=240)  # fmt: skip
@@ -179,11 +291,12 @@ def test_python_examples_run(page, tmp_path):
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize(("page", "code"), _shell_blocks())
-def test_shell_example_runs(page, code, scratch):
+def test_shell_example_runs(page, code, scratch, tmp_path):
     script = "set -e\n" + "\n".join(_shell_lines(code))  # one script: loops span lines; the first failure ends it
-    done = subprocess.run(["bash", "-c", script], cwd=scratch, env=_env(), capture_output=True, text=True,
+    where = tmp_path if page in (HELP, README.name) else scratch  # --help and README: as a user, in an empty folder
+    done = subprocess.run(["bash", "-c", script], cwd=where, env=_env(), capture_output=True, text=True,
                           timeout=800)  # fmt: skip
-    assert done.returncode == 0, f"docs/{page}:\n{script}\n{done.stderr[-2000:]}"
+    assert done.returncode == 0, f"{page}:\n{script}\n{done.stderr[-2000:]}"
 
 
 def test_every_block_is_found():
@@ -203,6 +316,24 @@ def test_shorten_cuts_training_runs():
     assert _shorten("ding-dist train c.py --max-env-steps 40000  # note") == short
     assert _shorten("ding-dist train c.py --nproc 2") == f"ding-dist train c.py --nproc 2 --max-env-steps {STEPS}"
     assert _shorten("ding-dist plot runs/x") == "ding-dist plot runs/x"
+    assert _shorten("for s in 1 2; do ding-dist train c --seed $s; done") == (
+        f"for s in 1 2; do ding-dist train c --seed $s --max-env-steps {STEPS}; done"
+    )
+    # resumes train on: each to a budget above the runs before it; one without a budget keeps the run's
+    assert _shell_lines("ding-dist train c.py\nding-dist train --resume r --max-env-steps 9\nding-dist resume r\n"
+                        "ding-dist resume r --max-env-steps 9 --nproc 2") == [  # fmt: skip
+        short, f"ding-dist train --resume r --max-env-steps {2 * int(STEPS)}", "ding-dist resume r",
+        f"ding-dist resume r --max-env-steps {4 * int(STEPS)} --nproc 2",
+    ]  # fmt: skip
+
+
+def test_help_and_readme_examples_are_found():
+    examples = dict(help_examples())
+    assert list(examples) == ["train", "resume", "eval", "plot", "config", "ckpt"]
+    assert all(examples.values()) and set(HELP_GIVEN) <= set(examples)
+    readme = readme_commands()
+    assert readme[0] == "ding-dist train configs/cartpole_ppo_config.py" and "ding-dist train cartpole_ppo" in readme
+    assert not any("pip " in c or c == "ding-dist plot" for c in readme)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from ding_dist.config.compile import (
 )
 from ding_dist.config.ding_dialect import looks_like_ding, translate_ding_config, translate_if_ding
 from ding_dist.config.errors import ConfigError, raise_all
-from ding_dist.config.loader import read_config, save_config
+from ding_dist.config.loader import read_config, save_config, save_config_data
 from ding_dist.config.rules import VALUE_RULES, check_values, value_errors
 from ding_dist.config.split import split_config, split_errors, to_ddp_config
 from ding_dist.config.sync_rules import check_sync_config
@@ -39,6 +39,7 @@ __all__ = [
     "compile_config",
     "parse_override",
     "read_config",
+    "save_config_data",
     "save_config",
     "validate_config",
     "looks_like_ding",

@@ -27,8 +27,8 @@ KEY_MEANINGS: dict[str, str] = {
     "env.entry_point": "'module:callable' returning an env (gymnasium or old-gym style) instead of env.id",
     "env.env_kwargs": "keyword arguments for the env's constructor",
     "env.max_episode_steps": "episode step limit (None: the env's own)",
-    "env.collector_env_num": "collector envs per rank",
-    "env.evaluator_env_num": "evaluator envs per rank",
+    "env.collector_env_num": "training envs, the run's total (each of N ranks steps collector_env_num / N)",
+    "env.evaluator_env_num": "evaluation envs (on rank 0)",
     "env.n_evaluator_episode": "episodes per evaluation",
     "env.stop_value": "stop once the evaluation return reaches this (None: never)",
     "env.atari": "Atari preprocessing options (None: the defaults for ALE ids)",
@@ -43,8 +43,8 @@ KEY_MEANINGS: dict[str, str] = {
     "policy.sync.algorithm": "gradient synchronization algorithm across ranks (docs/sync.md)",
     "policy.sync.options": "options of the synchronization algorithm",
     "policy.model": "network options (each policy defines its own keys)",
-    "policy.collect.n_sample": "env steps per iteration, global (each rank: n_sample / N)",
-    "policy.learn.batch_size": "batch per update, global (each rank: batch_size / N)",
+    "policy.collect.n_sample": "env steps per iteration, the run's total (each rank: n_sample / N)",
+    "policy.learn.batch_size": "batch per update, the run's total (each rank: batch_size / N)",
     "policy.learn.learning_rate": "Adam learning rate",
     "policy.eval.eval_freq": "evaluate every this many global env steps (0: only at the end)",
     "policy.other.log_freq": "write metrics every this many global env steps",
@@ -67,13 +67,13 @@ KEY_MEANINGS: dict[str, str] = {
     "policy.other.eps.start": "epsilon at the first env step",
     "policy.other.eps.end": "epsilon after the decay",
     "policy.other.eps.decay": "global env steps of the decay",
-    "policy.other.replay_buffer.replay_buffer_size": "replay capacity, global (each rank keeps size / N)",
+    "policy.other.replay_buffer.replay_buffer_size": "replay capacity, the run's total (each rank keeps size / N)",
     "policy.other.replay_buffer.save_in_checkpoint": "each rank also writes ckpt/replay_rank{r}.pt",
     "policy.other.replay_buffer.frame_dedup": "store each frame once (None: for stacked uint8 frames; False: never)",
     "policy.other.replay_buffer.alpha": "prioritized replay: priority exponent (0: uniform)",
     "policy.other.replay_buffer.beta": "prioritized replay: initial importance-weight exponent",
     "policy.other.replay_buffer.anneal_step": "prioritized replay: draws over which beta rises to 1 (0: constant)",
-    "policy.priority": "prioritized replay: sample by |TD error| (one shard per rank, or per actor with --actors)",
+    "policy.priority": "prioritized replay: sample by |TD error|, one replay over every rank's (or actor's) shard",
     "policy.priority_IS_weight": "weight each sample's loss by its importance weight (needs priority)",
     "policy.other.eps_ladder.enable": "Ape-X: actor i of N explores with base**(1 + alpha i / (N-1)), not the schedule",
     "policy.other.eps_ladder.base": "Ape-X: the base epsilon (actor 0's)",
@@ -86,11 +86,13 @@ KEY_MEANINGS: dict[str, str] = {
     "policy.priority_eta": "R2D2: a sequence's priority is eta max|d| + (1 - eta) mean|d|",
     "policy.value_rescale_eps": "R2D2: eps of the value rescaling h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x",
     "policy.other.replay_buffer.type": "R2D2: 'sequence', the replay of sequences with their recurrent start states",
-    "r2d2:policy.learn.batch_size": "sequences per update, global (each rank: batch_size / N)",
-    "r2d2:policy.other.replay_buffer.replay_buffer_size": "replay capacity in steps (seq_len each sequence), global",
+    "r2d2:policy.learn.batch_size": "sequences per update, the run's total (each rank: batch_size / N)",
+    "r2d2:policy.other.replay_buffer.replay_buffer_size": "replay capacity in steps (seq_len each sequence), the "
+    "run's total",
     # ppo
-    "ppo:policy.collect.n_sample": "rollout length per iteration, global",
-    "ppo:policy.learn.batch_size": "minibatch, global (the ragged tail of a shuffled rollout is dropped)",
+    "ppo:policy.collect.n_sample": "rollout length per iteration, the run's total (each rank: n_sample / N)",
+    "ppo:policy.learn.batch_size": "minibatch, the run's total (each rank: batch_size / N; the ragged tail of a "
+    "shuffled rollout is dropped)",
     "policy.model.log_std_init": "initial Gaussian log-std for Box actions",
     "policy.model.obs_norm": "normalize vector observations with running statistics synchronized across ranks",
     "policy.collect.discount_factor": "gamma of GAE",
@@ -154,14 +156,17 @@ KEY_MEANINGS: dict[str, str] = {
     "policy.learn.noise_range.min": "lower clip of the target-smoothing noise",
     "policy.learn.noise_range.max": "upper clip of the target-smoothing noise",
     "policy.collect.noise_sigma": "std of the Gaussian exploration noise added to the actor's action (in [-1, 1])",
-    "policy.collect.n_episode": "PG, PPO-PG: complete episodes per learn call, global (learned on all of them)",
+    "policy.collect.n_episode": "PG, PPO-PG: complete episodes per learn call, the run's total (each rank: n_episode "
+    "/ N; learned on all of them)",
     "policy.learn.ppo_param_init": "PPO-PG: orthogonal initial weights and zero biases (DI-engine's ppo_param_init)",
     # PPG (ppg_offpolicy)
     "policy.learn.aux_freq": "PPG: an auxiliary phase after every this many policy-phase steps",
     "policy.learn.aux_train_epoch": "PPG: epochs of the auxiliary phase over the value batches kept since the last",
     "policy.learn.aux_bc_weight": "PPG: weight of KL(pi_old || pi) in the auxiliary phase's joint loss",
-    "policy.other.replay_buffer.policy.replay_buffer_size": "PPG: policy ring capacity, global (each rank: size / N)",
-    "policy.other.replay_buffer.value.replay_buffer_size": "PPG: value ring capacity, global (each rank: size / N)",
+    "policy.other.replay_buffer.policy.replay_buffer_size": "PPG: policy ring capacity, the run's total (each rank: "
+    "size / N)",
+    "policy.other.replay_buffer.value.replay_buffer_size": "PPG: value ring capacity, the run's total (each rank: "
+    "size / N)",
     # ACER
     "acer:policy.learn.unroll_len": "ACER: steps per replayed chunk (each env's rollout is cut into chunks of it)",
     "acer:policy.learn.discount_factor": "ACER: gamma of the Retrace targets",
@@ -190,7 +195,7 @@ def meaning(key: str, policy_type: str | None = None) -> str:
 
     Example:
         >>> meaning("policy.learn.batch_size", "ppo")
-        'minibatch, global (the ragged tail of a shuffled rollout is dropped)'
+        "minibatch, the run's total (each rank: batch_size / N; the ragged tail of a shuffled rollout is dropped)"
     """
     if policy_type and f"{policy_type}:{key}" in KEY_MEANINGS:
         return KEY_MEANINGS[f"{policy_type}:{key}"]
@@ -251,12 +256,15 @@ def format_rows(rows: Sequence[KeyRow], width: int = 60) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4] for row in table)
 
 
-def markdown_table(rows: Sequence[KeyRow], strip: str = "") -> str:
-    """The ``| key | default | meaning |`` table of docs/rl.md (``strip``: a prefix such as ``"policy."``)."""
-    lines = ["| key | default | meaning |", "|---|---|---|"]
+def markdown_table(rows: Sequence[KeyRow], strip: str = "", values: bool = False) -> str:
+    """The ``| key | default | meaning |`` table of docs/rl.md (``strip``: a prefix such as ``"policy."``);
+    ``values``: with the resolved config's value column too (``ding-dist config show --markdown``)."""
+    lines = ["| key | value | default | meaning |", "|---|---|---|---|"] if values else [
+        "| key | default | meaning |", "|---|---|---|"]  # fmt: skip
     for r in rows:
         key = r.key[len(strip) :] if strip and r.key.startswith(strip) else r.key
-        lines.append(f"| `{key}` | {r.default!r} | {r.meaning or '-'} |")
+        value = f" {r.value!r} |" if values else ""
+        lines.append(f"| `{key}` |{value} {r.default!r} | {r.meaning or '-'} |")
     return "\n".join(lines)
 
 

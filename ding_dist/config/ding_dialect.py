@@ -282,6 +282,33 @@ def _per_collect(iters: int, iters_per_collect: float, n_sample: int) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ sections
+#: How alike two names must be (difflib's ratio) for one to be suggested for the other: a typo, not a neighbour.
+_CLOSE = 0.75
+#: DI-engine policy types of kinds ding_dist has none of (it trains single-agent, model-free, online policies).
+_OTHER_KINDS = {
+    "offline or imitation learning (from a dataset or demonstrations)": (
+        "bc", "bco", "bcq", "cql", "discrete_cql", "td3_bc", "iql", "edac", "dt", "ibc", "IL", "dqfd", "sqil_sac",
+        "r2d3", "qgpo", "pd",
+    ),
+    "multi-agent RL": ("qmix", "wqmix", "qtran", "coma", "collaq", "atoc", "madqn", "happo", "mappo", "masac"),
+    "model-based RL": ("dreamer", "mbsac", "stevesac"),
+}  # fmt: skip
+
+
+def _refuse_reward_model(t: _Translator, policy: str) -> None:
+    """DI-engine's reward models (RND, ICM, TREX, GAIL, ...: ``reward_model`` in either config) are one line."""
+    kind = t.create.get("reward_model.type") or t.main.get("reward_model.type")
+    if kind is None and not any(k.startswith("reward_model.") for k in (*t.create, *t.main)):
+        return
+    where = "create_config.reward_model" if any(k.startswith("reward_model.") for k in t.create) else "reward_model"
+    name = f"reward model {kind!r}" if kind else "reward model"
+    raise ConfigError(
+        f"DI-engine config key {where!r} cannot be honoured: ding_dist has no reward models (DI-engine's RND, ICM, "
+        f"TREX, GAIL, ...), so its {name} would be left out; remove reward_model from the file (and from "
+        f"create_config) to train the plain {policy!r} policy on the env's reward"
+    )
+
+
 def _create_section(t: _Translator) -> tuple[str, str | None]:
     c = t.create
     for path in list(c):
@@ -290,12 +317,15 @@ def _create_section(t: _Translator) -> tuple[str, str | None]:
     policy = c.get("policy.type")
     if policy is None:
         raise ConfigError("create_config.policy.type is missing; DI-engine configs name the policy there")
+    _refuse_reward_model(t, policy)
     if policy not in TRANSLATORS:
-        close = difflib.get_close_matches(str(policy), list(TRANSLATORS), n=1, cutoff=0.3)
-        hint = f" (closest: {close[0]!r})" if close else ""
+        kind = next((kind for kind, names in _OTHER_KINDS.items() if policy in names), None)
+        close = difflib.get_close_matches(str(policy), list(TRANSLATORS), n=1, cutoff=_CLOSE)
+        hint = f" (closest: {close[0]!r})" if close and kind is None else ""
+        what = f": {policy!r} is DI-engine's {kind}, which ding_dist does not have;" if kind else ":"
         raise ConfigError(
-            f"DI-engine config key 'create_config.policy.type' = {policy!r} cannot be honoured: ding_dist has the "
-            f"policies {sorted(TRANSLATORS)}{hint}"
+            f"DI-engine config key 'create_config.policy.type' = {policy!r} cannot be honoured{what} ding_dist has "
+            f"the policies {sorted(TRANSLATORS)}{hint}"
         )
     manager = c.get("env_manager.type", "base")
     if manager not in _ENV_MANAGERS:
@@ -337,7 +367,7 @@ def _create_section(t: _Translator) -> tuple[str, str | None]:
         t.report.add("mapped", f"create_config.collector.type={collector!r} -> rollouts of n_sample env steps")
     for path in c:
         if path not in allowed:
-            close = difflib.get_close_matches(path, sorted(allowed), n=1, cutoff=0.5)
+            close = difflib.get_close_matches(path, sorted(allowed), n=1, cutoff=_CLOSE)
             hint = f" (did you mean 'create_config.{close[0]}'?)" if close else ""
             raise ConfigError(f"DI-engine config key 'create_config.{path}' cannot be honoured by ding_dist{hint}")
     return policy, c.get("env.type")
@@ -1074,9 +1104,15 @@ def _pg(t: _Translator) -> None:
     d = "DI-engine's PG default"
     _pg_model(t, "PG")
     t.require("policy.deterministic_eval", (True,), "ding_dist evaluates greedy actions")
-    if "policy.learn.batch_size" in t.out:  # DI-engine's PG takes one step on all the collected episodes
-        t.out.pop("policy.learn.batch_size")
-        t.report.add("ignored", "policy.learn.batch_size: PG takes one step on all complete episodes, as DI-engine's")
+    if "policy.learn.batch_size" not in t.out:  # DI-engine's PG loops over minibatches of it (ding/policy/pg.py)
+        t.put("policy.learn.batch_size", 64)
+        t.report.add("default", f"policy.learn.batch_size=64 ({d})")
+    t.report.add(
+        "differs",
+        f"policy.learn.batch_size={t.out['policy.learn.batch_size']}: one pass over the episodes in shuffled "
+        "minibatches of it, the last one the order's final batch_size, as DI-engine's; with fewer samples than that, "
+        "one step on all of them (DI-engine's loop would take only part)",
+    )
     for key, value in (("learning_rate", 1e-3), ("entropy_weight", 0.01)):
         t.default(f"policy.learn.{key}", f"policy.learn.{key}", value, d)
     t.default("policy.learn.grad_norm", "policy.learn.grad_clip_norm", 5.0, d)
@@ -1179,10 +1215,25 @@ def _impala(t: _Translator) -> None:
     t.put("policy.collect.discount_factor", gamma)
     t.report.add("same", f"policy.learn.discount_factor={gamma!r} -> policy.collect.discount_factor")
     t.ignore("policy.collect.gae_lambda", "IMPALA's targets are V-trace's (policy.learn.lambda_)")
-    for key, ours, value in (("learning_rate", "learning_rate", 5e-4), ("value_weight", "value_weight", 0.5),
-                             ("entropy_weight", "entropy_weight", 1e-4), ("lambda_", "vtrace_lambda", 0.95),
-                             ("rho_clip_ratio", "rho_bar", 1.0), ("c_clip_ratio", "c_bar", 1.0)):  # fmt: skip
+    for key, ours, value in (("learning_rate", "learning_rate", 5e-4), ("entropy_weight", "entropy_weight", 1e-4),
+                             ("lambda_", "vtrace_lambda", 0.95), ("rho_clip_ratio", "rho_bar", 1.0),
+                             ("c_clip_ratio", "c_bar", 1.0)):  # fmt: skip
         t.default(f"policy.learn.{key}", f"policy.learn.{ours}", value, d)
+    # DI-engine's critic loss is value_weight * MSE (ding/rl_utils/vtrace.py), ours value_weight * 0.5 * MSE
+    # (DeepMind's): twice the weight here trains the critic as DI-engine does.
+    given = t.has("policy.learn.value_weight")
+    value_weight = t.take("policy.learn.value_weight", 0.5)
+    if isinstance(value_weight, bool) or not isinstance(value_weight, (int, float)) or value_weight < 0:
+        raise ConfigError(
+            f"DI-engine config key 'policy.learn.value_weight' must be a number >= 0, got {short_repr(value_weight)}"
+        )
+    t.put("policy.learn.value_weight", 2 * value_weight)
+    t.report.add(
+        "converted",
+        f"policy.learn.value_weight={short_repr(value_weight)}{'' if given else f' ({d})'} -> "
+        f"policy.learn.value_weight={short_repr(2 * value_weight)} (DI-engine's critic loss is value_weight * MSE, "
+        "ours value_weight * 0.5 * MSE: the same critic gradient)",
+    )
     rho_pg = t.take("policy.learn.rho_pg_clip_ratio", 1.0)
     if rho_pg != t.out["policy.learn.rho_bar"]:
         raise ConfigError(

@@ -1,7 +1,14 @@
-"""Read DI-engine style Python config files and write resolved configs back as Python files."""
+"""Read DI-engine style Python config files and write resolved configs back as Python files and as data.
+
+A config file is Python and runs as code when it is read, as DI-engine's are: read only the files you trust. A
+resolved config is also written as plain data (:func:`save_config_data`, the ``config.json`` beside a run's
+``config.py``); :func:`read_config` reads such a ``.json`` file without running anything, so what a run folder
+holds can be evaluated and resumed without executing a file that came with it.
+"""
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import os
@@ -14,17 +21,21 @@ from easydict import EasyDict
 
 from ding_dist.config.compile import to_plain
 from ding_dist.config.errors import ConfigError
+from ding_dist.config.shipped import find_config
 from ding_dist.utils.fileio import atomic_write_text
 
-__all__ = ["read_config", "save_config"]
+__all__ = ["read_config", "save_config", "save_config_data"]
 
 
 def read_config(path: str | os.PathLike) -> tuple[EasyDict, EasyDict]:
-    """Execute the Python config file ``path`` and return its ``(main_config, create_config)``.
+    """Execute the Python config file ``path`` and return its ``(main_config, create_config)``; a ``.json`` file
+    (a resolved config :func:`save_config_data` wrote) is read as data instead, running nothing.
 
-    The file is run as a module named ``__ding_dist_config__`` (so an ``if __name__ == "__main__":``
-    block in it does not start training). ``create_config`` is optional and defaults to an empty dict.
-    A missing file, an error while running it, or no ``main_config`` -> ConfigError naming the path.
+    ``path`` is found as the CLI finds CONFIG (:func:`~ding_dist.config.shipped.find_config`): a file that exists,
+    else a shipped config by name (``"cartpole_ppo"``, ``"configs/cartpole_ppo_config.py"``) from any folder. The
+    file is run as a module named ``__ding_dist_config__`` (so an ``if __name__ == "__main__":`` block in it does
+    not start training): it can do anything its author wrote. ``create_config`` is optional and defaults to an
+    empty dict. A missing file, an error while running it, or no ``main_config`` -> ConfigError naming the path.
 
     Example:
         >>> import tempfile, pathlib
@@ -33,15 +44,21 @@ def read_config(path: str | os.PathLike) -> tuple[EasyDict, EasyDict]:
         >>> main, create = read_config(p)
         >>> main.policy.cuda, dict(create)
         (False, {})
+        >>> read_config("cartpole_ppo")[1].policy.type  # a shipped config, by name
+        'ppo'
     """
     if not isinstance(path, (str, os.PathLike)):
         raise ConfigError(f"config path must be a str or os.PathLike, got {type(path).__name__} {path!r:.80}")
-    p = Path(path)
+    p = find_config(path)
     if not p.is_file():
         what = "is a directory, not a file" if p.is_dir() else "does not exist"
         raise ConfigError(f"config file {str(p)!r} {what}")
+    if p.suffix == ".json":
+        return _read_data(p)
     if p.suffix != ".py":
-        raise ConfigError(f"config file {str(p)!r} must be a Python file (.py) defining main_config")
+        raise ConfigError(
+            f"config file {str(p)!r} must be a Python file (.py) defining main_config, or a run's config.json"
+        )
     try:
         namespace = runpy.run_path(str(p), run_name="__ding_dist_config__")
     except Exception as e:
@@ -125,3 +142,49 @@ def save_config(cfg: Mapping, path: str | os.PathLike) -> Path:
     else:
         parts.append("create_config = EasyDict({})")
     return atomic_write_text(path, "\n".join(parts) + "\n")
+
+
+def _read_data(p: Path) -> tuple[EasyDict, EasyDict]:
+    """``(main_config, create_config)`` of a config saved as data (:func:`save_config_data`)."""
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"config file {str(p)!r} is not a readable JSON config ({type(e).__name__}: {e})") from None
+    if not isinstance(data, dict) or data.get("format") != _DATA_FORMAT or not isinstance(data.get("config"), dict):
+        raise ConfigError(f"config file {str(p)!r} is not a config ding_dist saved as data (config.json)")
+    main = EasyDict(data["config"])
+    return main, EasyDict(main.get("create_config") or {})
+
+
+_DATA_FORMAT = "ding_dist.config"
+
+
+def save_config_data(cfg: Mapping, path: str | os.PathLike) -> Path:
+    """Write the resolved config ``cfg`` atomically as JSON that :func:`read_config` reads back without running
+    code (``main == cfg``, tuples as lists). A value JSON cannot hold as it is (a non-string key) is a ConfigError.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> cfg = EasyDict(exp_name="demo", seed=1, create_config={"policy": {"type": "dqn"}})
+        >>> p = save_config_data(cfg, pathlib.Path(tempfile.mkdtemp()) / "config.json")
+        >>> read_config(p)[0] == cfg, read_config(p)[1]
+        (True, {'policy': {'type': 'dqn'}})
+    """
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"save_config_data expects a dict/EasyDict config, got {type(cfg).__name__}")
+    plain = to_plain(cfg)
+    _check_keys(plain, "")
+    _literal(plain, "", 0)  # the same plain literals save_config takes, or one error naming the key
+    text = json.dumps({"format": _DATA_FORMAT, "version": 1, "config": plain}, indent=1)  # in the config's order
+    return atomic_write_text(path, text + "\n")
+
+
+def _check_keys(value: Any, key: str) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ConfigError(f"cannot save config key {key!r} as data: sub-key {k!r} is not a str")
+            _check_keys(v, f"{key}.{k}" if key else k)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_keys(v, f"{key}[{i}]")

@@ -1,7 +1,7 @@
 """Configs picked by name: ``ding-dist train cartpole_ppo``, ``ding-dist train --algo ppo --env Pendulum-v1``.
 
-The shipped configs (the source tree's ``configs/``) are installed as the package ``ding_dist.configs`` and
-read through ``importlib.resources``, so a wheel or a ``pip install .`` finds them from any folder.
+The shipped configs are found by name in :mod:`ding_dist.config.shipped` (also by ``read_config``, so the
+Python API and the CLI find the same file).
 
 ``--algo ALGO --env ENV_ID``: a shipped config whose policy type and ``env.id`` match is used as is (its tuned
 values); any other pair gets the policy's defaults with ``env.id`` set, written as a small config file in a
@@ -21,7 +21,6 @@ Example:
 from __future__ import annotations
 
 import atexit
-import importlib.resources
 import os
 import re
 import shutil
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from ding_dist.config.errors import ConfigError
 from ding_dist.config.loader import read_config
+from ding_dist.config.shipped import configs_dir, find_config, shipped_names
 
 __all__ = [
     "PRESET_PREFIX",
@@ -43,58 +43,6 @@ __all__ = [
 
 #: Prefix of the temporary folders holding generated configs (removed when their process exits).
 PRESET_PREFIX = "ding_dist_preset_"
-
-
-def configs_dir() -> Path:
-    """The folder of the shipped configs: the installed package ``ding_dist.configs``, or a source checkout's
-    ``configs/`` when ding_dist runs uninstalled (e.g. ``PYTHONPATH=.``).
-
-    Example:
-        >>> (configs_dir() / "cartpole_ppo_config.py").is_file()
-        True
-    """
-    try:
-        root = importlib.resources.files("ding_dist.configs")
-    except ModuleNotFoundError:  # not installed: the checkout's folder, beside the package
-        return Path(__file__).resolve().parents[2] / "configs"
-    if not isinstance(root, Path):  # e.g. inside a zip archive: ranks need a file path to read
-        raise ConfigError(f"the shipped configs are not in a folder ({root}): install ding_dist unzipped")
-    return root
-
-
-def shipped_names() -> list[str]:
-    """The names ``find_config`` takes for the shipped configs (``cartpole_ppo`` for cartpole_ppo_config.py).
-
-    Example:
-        >>> "cartpole_ppo" in shipped_names()
-        True
-    """
-    return [p.name.removesuffix("_config.py") for p in sorted(configs_dir().glob("*_config.py"))]
-
-
-def find_config(arg: str | os.PathLike) -> Path:
-    """CONFIG as the CLI takes it: the file ``arg`` when it exists; else, for a bare name or ``configs/NAME``,
-    the shipped config of that name (``cartpole_ppo``, ``cartpole_ppo_config`` or ``cartpole_ppo_config.py``).
-    Anything else is returned as given, for ``read_config`` to report.
-
-    Example:
-        >>> find_config("configs/pendulum_sac_config.py").name
-        'pendulum_sac_config.py'
-        >>> find_config("my_configs/mine.py")
-        PosixPath('my_configs/mine.py')
-    """
-    path = Path(arg)
-    if path.exists() or path.is_absolute() or len(path.parts) > 2 or path.parts[:-1] not in ((), ("configs",)):
-        return path
-    name = path.name.removesuffix(".py").removesuffix("_config")
-    shipped = configs_dir() / f"{name}_config.py"
-    if shipped.is_file():
-        return shipped
-    if len(path.parts) == 1 and path.suffix != ".py":  # a name, not a file: say which names there are
-        raise ConfigError(
-            f"config file {str(path)!r} does not exist and is not a shipped config: {', '.join(shipped_names())}"
-        )
-    return path
 
 
 def shipped_config(algo: str, env_id: str, folder: Path | None = None) -> Path | None:

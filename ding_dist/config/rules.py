@@ -118,7 +118,8 @@ VALUE_RULES: tuple[tuple[str, Check], ...] = (
     ("env.stop_value", ((lambda v: v is None or (_is_number(v) and not math.isnan(v))), "a number or None")),
     ("*_env_num", _at_least(1)),
     ("*.n_evaluator_episode", _at_least(1)),
-    ("*.batch_size", _at_least(1)),
+    # None passes where a policy's default is None (PG: one step on all samples); elsewhere the type check refuses it
+    ("*.batch_size", ((lambda v: v is None or _at_least(1)[0](v)), ">= 1")),
     ("*.n_sample", _at_least(1)),
     ("*.n_episode", _at_least(1)),
     ("*_per_collect", _at_least(1)),

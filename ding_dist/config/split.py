@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,23 +47,38 @@ def _get(cfg: Mapping, dotted: str) -> Any:
     return node
 
 
+def _counts(values: Sequence[int], most: int = 12) -> str:
+    """``"1, 2, 4 or 8"``: the counts that divide every one of ``values`` (the divisors of their gcd), the first
+    ``most`` of them."""
+    g = math.gcd(*values)
+    counts = [str(d) for d in range(1, g + 1) if g % d == 0][:most]
+    return counts[0] if len(counts) == 1 else f"{', '.join(counts[:-1])} or {counts[-1]}"
+
+
 def split_errors(cfg: Mapping, parts: int, flag: str = "--nproc", keys: Sequence[str] = SPLIT_KEYS) -> list[str]:
-    """One message per global size in ``keys`` that ``parts`` processes cannot share evenly, naming the nearest
-    sizes that can (``flag``: the option that sets ``parts``, e.g. ``--learners``).
+    """One message per global size in ``keys`` that ``parts`` processes cannot share evenly, saying what to set: the
+    nearest sizes that split (``--set KEY=...``), and in the last message the counts of ``flag`` (the option that
+    sets ``parts``, e.g. ``--learners``) that split every size of the config.
 
     Example:
         >>> split_errors({"policy": {"learn": {"batch_size": 256}}, "env": {"collector_env_num": 8}}, 4)
         []
-        >>> split_errors({"policy": {"learn": {"batch_size": 256}}}, 3)
-        ['policy.learn.batch_size=256 cannot be split over 3 processes: use 255 or 258 (or another --nproc)']
+        >>> error = split_errors({"policy": {"learn": {"batch_size": 256}}, "env": {"collector_env_num": 8}}, 64)
+        >>> error[0].split(": ", 1)[1]
+        '--set env.collector_env_num=64; or --nproc 1, 2, 4 or 8, which split every size'
     """
-    errors = []
+    errors, sizes = [], []
     for dotted in keys:
         value = _get(cfg, dotted)
-        if _is_int(value) and value % parts:
+        if not _is_int(value) or value < 1:
+            continue
+        sizes.append(value)
+        if value % parts:
             low, high = value - value % parts, value - value % parts + parts
             near = f"{low} or {high}" if low > 0 else str(high)
-            errors.append(f"{dotted}={value} cannot be split over {parts} processes: use {near} (or another {flag})")
+            errors.append(f"{dotted}={value} cannot be split over {parts} processes: --set {dotted}={near}")
+    if errors:
+        errors[-1] += f"; or {flag} {_counts(sizes)}, which split every size"
     return errors
 
 

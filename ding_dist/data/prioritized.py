@@ -213,6 +213,11 @@ class PrioritizedReplayBuffer:
         return self.storage.nbytes() + self.tree.nbytes()
 
     @property
+    def rng(self) -> np.random.Generator:
+        """The generator of the draws (the storage's)."""
+        return self.storage._rng
+
+    @property
     def beta(self) -> float:
         """The importance-sampling exponent for the next draw."""
         if self.anneal_step == 0:
@@ -254,7 +259,13 @@ class PrioritizedReplayBuffer:
         Returns the batch (keys of :meth:`ReplayBuffer.sample`), the importance weights (float32 on ``device``)
         and the indices to pass to :meth:`update_priorities`.
         """
-        index, weights = self.sample_indices(batch_size)
+        return self.gather(*self.sample_indices(batch_size), device)
+
+    def gather(
+        self, index: np.ndarray, weights: np.ndarray, device: str | torch.device = "cpu"
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, np.ndarray]:
+        """The transitions at drawn ``index`` with their ``weights``, as :meth:`sample` returns them (a draw made
+        elsewhere, e.g. :func:`~ding_dist.data.prioritized_shards.draw_prioritized` over several buffers)."""
         s, oldest = self.storage, self.storage._oldest()
         row, env = np.divmod(index, self.num_envs)
         age = (oldest + s._rows - 1 - row) % s.rows_capacity  # rows written after the sampled one

@@ -140,6 +140,11 @@ class SequenceReplayBuffer:
         return sum(v.nbytes for v in self._data.values()) + self.tree.nbytes()
 
     @property
+    def rng(self) -> np.random.Generator:
+        """The generator of the draws."""
+        return self._rng
+
+    @property
     def beta(self) -> float:
         """The importance-sampling exponent for the next draw."""
         if self.anneal_step == 0:
@@ -216,7 +221,12 @@ class SequenceReplayBuffer:
         """``batch_size`` sequences (keys ``obs [B, seq_len + 1, ...], action, reward, terminated, mask
         [B, seq_len], burnin [B]`` and the state fields ``[B, ...]``), their importance weights (float32 on
         ``device``) and their indices for :meth:`update_priorities`."""
-        index, weights = self.sample_indices(batch_size)
+        return self.gather(*self.sample_indices(batch_size), device)
+
+    def gather(
+        self, index: np.ndarray, weights: np.ndarray, device: str | torch.device = "cpu"
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, np.ndarray]:
+        """The sequences at drawn ``index`` with their ``weights``, as :meth:`sample` returns them."""
         batch = as_tensors({k: v[index] for k, v in self._data.items()}, device)
         return batch, torch.as_tensor(weights, dtype=torch.float32).to(device), index
 

@@ -383,7 +383,8 @@ def make_replay_buffer(
     Stacked uint8 frames (Atari) get a :class:`~ding_dist.data.frame_replay.FrameReplayBuffer` that stores
     each frame once, unless ``policy.other.replay_buffer.frame_dedup`` is False (True: required). With
     ``policy.priority`` the storage is wrapped in a :class:`~ding_dist.data.prioritized.PrioritizedReplayBuffer`
-    (``other.replay_buffer.alpha``, ``beta``, ``anneal_step``): one shard per rank, with its own priorities.
+    (``other.replay_buffer.alpha``, ``beta``, ``anneal_step``): one shard per rank (or actor), sampled with the
+    others as one prioritized replay (:func:`~ding_dist.data.prioritized_shards.draw_prioritized`).
     A recurrent policy (R2D2) gets a :class:`~ding_dist.data.sequence_replay.SequenceReplayBuffer` (``policy.sequence``;
     uniform, ``alpha=0``, without ``policy.priority``).
 

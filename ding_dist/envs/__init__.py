@@ -9,6 +9,7 @@ from ding_dist.envs.env import (
     env_seeds,
     make_env,
     make_vec_env,
+    reset_one,
 )
 from ding_dist.envs.restarting import EnvCrashError, RestartingVectorEnv
 
@@ -23,4 +24,5 @@ __all__ = [
     "env_seeds",
     "make_env",
     "make_vec_env",
+    "reset_one",
 ]

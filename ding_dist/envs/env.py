@@ -29,7 +29,7 @@ from gymnasium.vector import AutoresetMode
 from ding_dist.envs.atari import is_atari_id, register_ale, wrap_atari
 from ding_dist.envs.grouped import GroupedVectorEnv, sample_groups_error
 from ding_dist.envs.minatar import ChannelsFirst, is_minatar_id, register_minatar
-from ding_dist.envs.restarting import RestartingVectorEnv
+from ding_dist.envs.restarting import InWorker, RestartingVectorEnv
 from ding_dist.envs.seeding import env_seeds
 
 __all__ = [
@@ -40,6 +40,8 @@ __all__ = [
     "OldGymAdapter",
     "ensure_gymnasium",
     "ENV_MANAGERS",
+    "reset_one",
+    "resets_one",
 ]
 
 logger = logging.getLogger(__name__)
@@ -326,7 +328,50 @@ def make_vec_env(
         fns[0] = lambda: first
         return gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
     first.close()
-    return gym.vector.AsyncVectorEnv(fns, shared_memory=True, autoreset_mode=AutoresetMode.SAME_STEP)
+    workers = [InWorker(fn) for fn in fns]  # a group's Ctrl-C/SIGTERM stops the rank, not its env workers
+    return gym.vector.AsyncVectorEnv(workers, shared_memory=True, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def reset_one(venv: gym.vector.VectorEnv, i: int, seed: int | None) -> Any | None:
+    """Reset env ``i`` of ``venv`` alone from ``seed``; its observation (a batch of one), or None when ``venv``
+    cannot reset one env (envpool, grouped envs). A :class:`~ding_dist.envs.restarting.RestartingVectorEnv`
+    recreates the env if it crashes meanwhile.
+
+    Example::
+
+        venv = make_vec_env({"id": "CartPole-v1"}, 2)
+        venv.reset(seed=[0, 1])
+        reset_one(venv, 1, seed=5)   # env 1 starts the episode of seed 5; env 0 goes on
+    """
+    if isinstance(venv, RestartingVectorEnv):
+        return venv.reset_one(i, seed)
+    if not resets_one(venv):
+        return None
+    mask = np.zeros(venv.num_envs, dtype=bool)
+    mask[i] = True
+    seeds = [seed if j == i else None for j in range(venv.num_envs)]
+    obs, _ = venv.reset(seed=seeds, options={"reset_mask": mask})
+    return _rows(obs, i)
+
+
+def resets_one(venv: gym.vector.VectorEnv) -> bool:
+    """True when :func:`reset_one` can reset one env of ``venv`` (gymnasium's sync and async vector envs, and
+    :class:`~ding_dist.envs.restarting.RestartingVectorEnv`).
+
+    Example::
+
+        resets_one(make_vec_env({"id": "CartPole-v1"}, 2))  # True
+    """
+    return isinstance(venv, RestartingVectorEnv | gym.vector.SyncVectorEnv | gym.vector.AsyncVectorEnv)
+
+
+def _rows(batch: Any, i: int) -> Any:
+    """Row ``i`` of a batched observation, as a batch of one (arrays, dicts and tuples of them)."""
+    if isinstance(batch, dict):
+        return {k: _rows(v, i) for k, v in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(_rows(v, i) for v in batch)
+    return np.asarray(batch)[i : i + 1].copy()
 
 
 # --- old-gym adapter ----------------------------------------------------------------------------------

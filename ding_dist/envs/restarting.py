@@ -4,9 +4,11 @@
 ``AsyncVectorEnv`` with one worker process), stepped together. When one raises in ``step``/``reset``, or its
 worker process dies (SIGKILL, segfault: a broken pipe), only that env is closed and built afresh, reset with a
 new seed derived from its own, and the step reports it in ``info["env_restart"]`` (mask ``info["_env_restart"]``)
-with that env's reset observation, reward 0 and no episode end. The collector then drops the broken episode
-(:class:`~ding_dist.worker.collector.Collector`). More than ``max_restarts`` restarts of one env within
-``restart_window_s`` seconds is an :class:`EnvCrashError` naming the env and its last exception.
+with that env's reset observation, reward 0 and no episode end (a crash in ``reset`` is reported in its info the same
+way). The collector then drops the broken episode (:class:`~ding_dist.worker.collector.Collector`); the evaluator
+runs it again from its seed (:meth:`RestartingVectorEnv.reset_one`, :class:`~ding_dist.worker.evaluator.Evaluator`).
+More than ``max_restarts`` restarts of one env within ``restart_window_s`` seconds is an :class:`EnvCrashError`
+naming the env and its last exception.
 
 Example::
 
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
+import signal
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -30,7 +34,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from ding_dist.comm import get_rank
 
-__all__ = ["EnvCrashError", "RestartingVectorEnv", "adopt_spaces", "env_info"]
+__all__ = ["EnvCrashError", "InWorker", "RestartingVectorEnv", "adopt_spaces", "env_info"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +44,28 @@ _CLOSE_TIMEOUT_S = 1.0
 
 class EnvCrashError(RuntimeError):
     """An env crashed more often than ``env.max_restarts`` within ``env.restart_window_s``."""
+
+
+class InWorker:
+    """An env factory for an async worker process: called in a process other than the one that made it (the worker),
+    it first ignores the stop signals (SIGINT, SIGTERM, SIGUSR1). A signal to the job's whole process group (a
+    terminal's Ctrl-C, SLURM, a container stop) then stops the rank, which finishes its iteration with these envs,
+    checkpoints and closes them, instead of killing its envs under it. A worker whose rank is gone exits on its closed
+    pipe.
+
+    Example::
+
+        gym.vector.AsyncVectorEnv([InWorker(lambda: gym.make("CartPole-v1"))] * 2)
+    """
+
+    def __init__(self, fn: Callable[[], gym.Env]) -> None:
+        self.fn, self.parent = fn, os.getpid()
+
+    def __call__(self) -> gym.Env:
+        if os.getpid() != self.parent:
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+                signal.signal(sig, signal.SIG_IGN)
+        return self.fn()
 
 
 def env_info(info: dict, j: int = 0) -> dict:
@@ -117,7 +143,7 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
         fns, mode = [self.env_fns[i]], AutoresetMode.SAME_STEP
         if self.manager == "sync":
             return gym.vector.SyncVectorEnv(fns, copy=False, autoreset_mode=mode)
-        return gym.vector.AsyncVectorEnv(fns, shared_memory=True, copy=False, autoreset_mode=mode)
+        return gym.vector.AsyncVectorEnv([InWorker(fns[0])], shared_memory=True, copy=False, autoreset_mode=mode)
 
     # --- restarts ------------------------------------------------------------------------------------
     def _close_sub(self, sub: gym.vector.VectorEnv) -> None:
@@ -149,7 +175,8 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
             self._close_sub(self.subs[i])
             self.restarts += 1
             what = f"{type(error).__name__}: {error}"
-            logger.warning("%s env %d crashed (%s); recreated it, dropping its episode", self.role, i, what)
+            after = "dropping its episode" if self.role == "collector" else "its episode runs again from its start"
+            logger.warning("%s env %d crashed (%s); recreated it, %s", self.role, i, what, after)
             seed = self._seeds[i]
             if seed is not None:  # a fresh stream: the new env never replays the broken episode
                 seed = int(np.random.SeedSequence([seed, self.restarts]).generate_state(1)[0])
@@ -177,12 +204,28 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
             try:
                 results[i] = self._call(i, "reset", seed=None if seeds[i] is None else [seeds[i]], options=options)
             except Exception as e:
-                results[i] = self._restart(i, e)
+                obs, info = self._restart(i, e)
+                crashed = np.ones(1, dtype=bool)
+                results[i] = obs, {**info, "env_restart": crashed, "_env_restart": crashed}
         obs = self._obs([r[0] for r in results])
         infos: dict = {}
         for i, (_, info) in enumerate(results):
             infos = self._add_info(infos, env_info(info), i)
         return obs, infos
+
+    def reset_one(self, i: int, seed: int | None) -> Any:
+        """Reset env ``i`` alone from ``seed``; its observation (a batch of one). An env that crashes meanwhile is
+        recreated (within the same limit) and reset from ``seed`` again: the evaluator runs an episode that a
+        crash cut short again from its start."""
+        seeds = None if seed is None else [seed]
+        while True:
+            try:
+                obs, _ = self._call(i, "reset", seed=seeds)
+                break
+            except Exception as e:
+                self._restart(i, e)
+        self._seeds[i] = seed
+        return obs
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         self.step_async(actions)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ROLES", "RunSeeds", "env_seeds"]
+__all__ = ["ROLES", "RunSeeds", "env_seeds", "episode_seed"]
 
 #: What a stream is for; the code is part of its entropy.
 ROLES = {"collector": 0, "evaluator": 1, "process": 2, "replay": 3}
@@ -113,3 +113,19 @@ def env_seeds(seed: int, rank: int, role: str, num: int) -> list[int]:
         env_seeds(0, rank=1, role="collector", num=2)  # two seeds, shared with no other rank, role or seed
     """
     return RunSeeds(_check_int("seed", seed, 0, _WORD)).env_seeds(role, rank, num)
+
+
+def episode_seed(env_seed: int | None, k: int) -> int | None:
+    """The reset seed of the ``k``-th episode (from 0) an evaluation env with seed ``env_seed`` runs: ``env_seed``
+    itself for the first, then a stream of its own (None stays None: unseeded). An episode that an env crash cut
+    short is run again from its seed, so crashes never change which episodes an evaluation counts.
+
+    Example:
+        >>> episode_seed(7, 0), episode_seed(7, 1) == episode_seed(7, 1) != episode_seed(8, 1)
+        (7, True)
+    """
+    if env_seed is None:
+        return None
+    if k == 0:
+        return int(env_seed)
+    return int(np.random.SeedSequence([int(env_seed), _check_int("episode", k, 0)]).generate_state(1)[0] >> 1)

@@ -13,13 +13,18 @@ lag with truncated importance weights, V-trace (Espeholt et al., 2018). For a ro
 the recursion, as PPO does. The network is PPO's (:class:`~ding_dist.policy.ppo.ActorCritic`, or
 :class:`~ding_dist.policy.ppo.ImageActorCritic` on uint8 images; acting, extras ``logp`` and ``value``,
 evaluation are PPO's). ``learn`` runs ``epoch_per_collect`` passes over the rollout in minibatches of whole
-env columns (so every minibatch keeps its time order). In each minibatch ``V(x_t)`` and ``pi`` (hence ``rho``,
+env columns (so every minibatch keeps its time order), planned over the global columns (every learner's, as one
+process holds them): ``max(1, min(columns, batch_size // T))`` columns each, ``columns // that`` per pass
+(:func:`column_minibatches`), every learner taking its columns of each, so N learners take the updates one process
+takes. In each minibatch ``V(x_t)`` and ``pi`` (hence ``rho``,
 ``c``, the targets and the advantages) come from the current network; the bootstrap ``V(x_T)`` and the
 truncation values ``V(final obs)`` are computed once per ``learn`` call, with the network before its first
 update. With ``learn.adv_norm`` the advantages are normalized with the statistics of the global minibatch
 (every learner's columns of it, as one process would compute them): one small allreduce per minibatch, since
-the advantages depend on the network the previous minibatch updated. Every update goes through the sync
-engine (the learner group).
+the advantages depend on the network the previous minibatch updated. A learner's loss is its columns' sum
+times ``N / (global minibatch size)`` (it may hold none of a minibatch), so after the sync engine's average (the
+learner group) the gradient is that of the mean over the global minibatch; the shuffle of the columns is seeded by
+rank 0 (one small broadcast per ``learn`` call).
 
 Example::
 
@@ -37,10 +42,30 @@ import torch
 from easydict import EasyDict
 from torch import nn
 
+from ding_dist.comm import broadcast, comm_device, get_rank, get_world_size
 from ding_dist.policy.base import Policy
 from ding_dist.policy.ppo import PPOPolicy
 
-__all__ = ["IMPALAPolicy", "vtrace"]
+__all__ = ["IMPALAPolicy", "column_minibatches", "vtrace"]
+
+
+def column_minibatches(columns: int, steps: int, batch_size: int, epochs: int, seed: int) -> list[np.ndarray]:
+    """The env columns of every minibatch of one IMPALA ``learn`` call over ``columns`` global columns of ``steps``
+    steps: ``epochs`` passes, each a fresh shuffle (``numpy`` generator of ``seed``) cut into ``columns // c``
+    minibatches of ``c = max(1, min(columns, batch_size // steps))`` whole columns (the ragged tail left out);
+    ``batch_size`` is the global minibatch in steps.
+
+    Example::
+
+        [len(mb) for mb in column_minibatches(8, 32, 96, epochs=1, seed=0)]  # 8 minibatches of 1 column
+    """
+    per = max(1, min(columns, int(batch_size) // steps))
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(epochs):
+        order = rng.permutation(columns)
+        out += [order[i * per : (i + 1) * per] for i in range(columns // per)]
+    return out
 
 
 def vtrace(
@@ -87,7 +112,7 @@ class IMPALAPolicy(PPOPolicy):
     Config (``policy.*``, beyond the base keys): ``model.hidden_sizes``, ``model.activation``,
     ``model.log_std_init`` (PPO's network); ``collect.discount_factor``, ``collect.n_sample``;
     ``learn.epoch_per_collect`` (passes over each rollout), ``learn.batch_size`` (global minibatch,
-    rounded down to whole env columns), ``learn.learning_rate``, ``learn.rho_bar`` and ``learn.c_bar``
+    rounded down to whole env columns of every learner), ``learn.learning_rate``, ``learn.rho_bar`` and ``learn.c_bar``
     (importance-weight truncation), ``learn.vtrace_lambda``, ``learn.value_weight``, ``learn.entropy_weight``,
     ``learn.adv_norm`` (normalize with the global minibatch's statistics), ``learn.grad_clip_norm``. Vector or
     uint8 image observations (PPO's networks; images need a Discrete action space).
@@ -144,45 +169,54 @@ class IMPALAPolicy(PPOPolicy):
             bootstrap = self.model(self._obs(rollout["last_obs"]))[1]
         discount = gamma * (~(terminated | truncated)).float()
 
-        columns = max(1, min(n_envs, int(lc.batch_size) // steps))  # whole env columns per minibatch
-        n_minibatch = n_envs // columns
-        stats: dict[str, torch.Tensor] = {}
-        for _ in range(lc.epoch_per_collect):
-            order = torch.randperm(n_envs, device=self.device)
-            for mb in range(n_minibatch):
-                cols = order[mb * columns : (mb + 1) * columns]
-                head, value = self._forward(obs[:, cols])
-                dist = self.model.distribution(head)
-                logp = self._log_prob(dist, action[:, cols])
-                entropy = dist.entropy() if self.discrete else dist.entropy().sum(-1)
+        world, rank = get_world_size(self.sync_group), get_rank(self.sync_group)
+        seed = torch.randint(0, 2**62, (1,))  # rank 0's seeds every learner's shuffle of the global columns
+        if world > 1:
+            seed = seed.to(comm_device(self.sync_group, like=seed))
+            broadcast(seed, 0, group=self.sync_group)
+        plan = column_minibatches(n_envs * world, steps, int(lc.batch_size) * world, lc.epoch_per_collect,
+                                  int(seed.cpu()))  # fmt: skip
+        global_batch = len(plan[0]) * steps  # steps in every global minibatch
+        scale = world / global_batch  # this learner's sums -> its part of the global minibatch's mean, times N
+        first = rank * n_envs  # this learner's first global column (every learner holds n_envs)
+        parts = [mb[(mb >= first) & (mb < first + n_envs)] - first for mb in plan]
+        # A learner with none of a minibatch still steps with the others: on one column whose terms count 0 times.
+        plan = [(torch.as_tensor(c if len(c) else [0], device=self.device), scale if len(c) else 0.0) for c in parts]
+        stats = dict.fromkeys(("loss", "policy_loss", "value_loss", "entropy", "rho_mean"),
+                              torch.zeros((), device=self.device))  # fmt: skip
+        for cols, part in plan:
+            head, value = self._forward(obs[:, cols])
+            dist = self.model.distribution(head)
+            logp = self._log_prob(dist, action[:, cols])
+            entropy = dist.entropy() if self.discrete else dist.entropy().sum(-1)
 
-                log_rho = logp.detach() - behavior_logp[:, cols]
-                vs, adv = vtrace(log_rho, reward[:, cols], discount[:, cols], value.detach(), bootstrap[cols],
-                                 lc.rho_bar, lc.c_bar, lc.vtrace_lambda)  # fmt: skip
-                if lc.adv_norm:  # statistics of the global minibatch (every learner's columns), as on one process
-                    adv_mean, adv_std = self.global_minibatch_stats(adv.reshape(-1))
-                    adv = (adv - adv_mean) / (adv_std + 1e-8)
-                policy_loss = -(adv * logp).mean()
-                value_loss = 0.5 * ((vs - value) ** 2).mean()
-                loss = policy_loss + lc.value_weight * value_loss - lc.entropy_weight * entropy.mean()
+            log_rho = logp.detach() - behavior_logp[:, cols]
+            vs, adv = vtrace(log_rho, reward[:, cols], discount[:, cols], value.detach(), bootstrap[cols],
+                             lc.rho_bar, lc.c_bar, lc.vtrace_lambda)  # fmt: skip
+            if lc.adv_norm:  # statistics of the global minibatch (every learner's columns), as on one process
+                mine = adv.reshape(-1) if part else torch.zeros(0, device=adv.device)
+                adv_mean, adv_std = self.global_minibatch_stats(mine, global_batch)
+                adv = (adv - adv_mean) / (adv_std + 1e-8)
+            policy_loss = -(adv * logp).sum() * part
+            value_loss = 0.5 * ((vs - value) ** 2).sum() * part
+            entropy_mean = entropy.sum() * part
+            loss = policy_loss + lc.value_weight * value_loss - lc.entropy_weight * entropy_mean
 
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()  # through the wrapped model: gradients are averaged across the learners
-                if lc.grad_clip_norm is not None:
-                    nn.utils.clip_grad_norm_(self.model.parameters(), lc.grad_clip_norm)
-                self.optimizer.step()
-                self.train_iter += 1
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()  # through the wrapped model: gradients are averaged across the learners
+            if lc.grad_clip_norm is not None:
+                nn.utils.clip_grad_norm_(self.model.parameters(), lc.grad_clip_norm)
+            self.optimizer.step()
+            self.train_iter += 1
 
-                with torch.no_grad():
-                    step_stats = {
-                        "loss": loss,
-                        "policy_loss": policy_loss,
-                        "value_loss": value_loss,
-                        "entropy": entropy.mean(),
-                        "rho_mean": log_rho.exp().mean(),
-                    }
-                for k, val in step_stats.items():
-                    val = val.detach()
-                    stats[k] = stats[k] + val if k in stats else val
-        n_updates = max(1, lc.epoch_per_collect * n_minibatch)
-        return {k: v / n_updates for k, v in stats.items()}
+            with torch.no_grad():
+                step_stats = {
+                    "loss": loss,
+                    "policy_loss": policy_loss,
+                    "value_loss": value_loss,
+                    "entropy": entropy_mean,
+                    "rho_mean": log_rho.exp().sum() * part,
+                }
+            for k, val in step_stats.items():
+                stats[k] = stats[k] + val.detach() / len(plan)
+        return stats

@@ -2,8 +2,12 @@
 
 A policy network only (no critic, no baseline): on complete episodes, returns ``G_t = r_t + gamma * G_{t+1}``
 (``collect.discount_factor``; an episode ends at a termination or a time limit, as in DI-engine, where both are
-``done``) and one step on all of them, ``loss = -mean(log pi(a_t|s_t) * G_t) - entropy_weight * mean(H)``, then
-``learn.grad_clip_norm`` and Adam.
+``done``) and steps on them, ``loss = -mean(log pi(a_t|s_t) * G_t) - entropy_weight * mean(H)``, then
+``learn.grad_clip_norm`` and Adam. With ``learn.batch_size`` None (our configs' default), one step on all the
+samples; with an int ``B``, DI-engine 0.5.3's loop (``ding/policy/pg.py``, ``split_data_generator``): one pass over
+a shuffled order of the ``L`` samples in ``ceil(L / B)`` minibatches of ``B``, the last one the order's final ``B``
+(overlapping the one before it), e.g. 200 samples, ``B = 64``: 4 Adam steps (``L <= B``: one step on all of them,
+where DI-engine's loop would take only the order's last ``2L - B``). See :func:`episode_minibatches`.
 
 DI-engine collects ``collect.n_episode`` whole episodes per step. The collector here hands over rollouts of
 ``collect.n_sample`` env steps, so :meth:`PGPolicy.learn` keeps each env's unfinished episode for the next rollout
@@ -12,8 +16,12 @@ two counts per call decides, so every rank steps together), on all of them. Betw
 step's statistics. An episode still open at a step continues into the next (its first part acted with the weights
 before that step); open episodes are not saved in checkpoints (a resumed run starts them afresh).
 
-Distributed: each rank's loss is its samples' sum times ``N / (global sample count)``, so after the sync engine's
-average the gradient is that of the mean over every rank's samples: the step one process takes on all episodes.
+Distributed: ``learn.batch_size`` is the global minibatch. The samples of every rank, in the order of their env
+columns (rank 0's columns first, each column's episodes in time order: one process's order), are shuffled with a
+seed rank 0 draws (one allgather of three counts per call decides the step, the sizes and the seed), and each
+rank takes its samples of every global minibatch; its loss is their sum times ``N / (global minibatch size)``, so
+after the sync engine's average the gradient is that of the mean over the global minibatch: the steps one process
+takes on the same episodes.
 """
 
 from __future__ import annotations
@@ -28,10 +36,12 @@ from easydict import EasyDict
 from torch import nn
 from torch.distributions import Categorical, Normal
 
-from ding_dist.comm import allreduce, comm_device, get_world_size
+from ding_dist.comm import allgather, comm_device, get_rank, get_world_size
 from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
 
-__all__ = ["PGPolicy", "PolicyNetwork", "episode_returns"]
+__all__ = ["PGPolicy", "PolicyNetwork", "episode_minibatches", "episode_returns"]
+
+_STATS = ("loss", "policy_loss", "entropy", "return_mean")
 
 
 class PolicyNetwork(nn.Module):
@@ -74,13 +84,31 @@ def episode_returns(reward: np.ndarray, gamma: float) -> np.ndarray:
     return out
 
 
+def episode_minibatches(total: int, batch_size: int | None, seed: int) -> list[np.ndarray]:
+    """The minibatches (sample indices) of one PG learn call on ``total`` samples: DI-engine 0.5.3's
+    ``split_data_generator``. A shuffled order (``numpy`` generator of ``seed``); a minibatch of ``batch_size``
+    from each multiple of ``batch_size``, the last one the order's final ``batch_size`` (so it overlaps the one
+    before when ``batch_size`` does not divide ``total``). ``batch_size`` None or at least ``total``: one minibatch
+    of every sample (in order).
+
+    Example::
+
+        [len(mb) for mb in episode_minibatches(200, 64, seed=0)]  # [64, 64, 64, 64]: the last one is order[136:]
+    """
+    if batch_size is None or batch_size >= total:
+        return [np.arange(total)]
+    order = np.random.default_rng(seed).permutation(total)
+    return [order[min(start, total - batch_size) :][:batch_size] for start in range(0, total, batch_size)]
+
+
 class PGPolicy(Policy):
     """REINFORCE for Discrete or Box action spaces (vector observations).
 
     Config (``policy.*``, beyond the base keys): ``model.hidden_sizes``, ``model.activation``;
     ``collect.n_episode`` (complete episodes per step, global), ``collect.n_sample`` (env steps per rollout, global),
-    ``collect.discount_factor``; ``learn.learning_rate``, ``learn.entropy_weight``, ``learn.grad_clip_norm``.
-    DI-engine's defaults.
+    ``collect.discount_factor``; ``learn.batch_size`` (global minibatch, None: one step on all samples),
+    ``learn.learning_rate``, ``learn.entropy_weight``, ``learn.grad_clip_norm``. DI-engine's defaults, but for
+    ``batch_size`` (DI-engine's 64; its files get it from the translator).
 
     Example::
 
@@ -96,7 +124,7 @@ class PGPolicy(Policy):
         cfg = super().default_config()
         cfg.model = EasyDict(hidden_sizes=[128, 128, 64, 64], activation="relu")
         cfg.learn.update(learning_rate=1e-3, entropy_weight=0.01, grad_clip_norm=5.0)
-        cfg.learn.pop("batch_size")  # one step on every complete episode
+        cfg.learn.batch_size = None  # one step on every complete episode (DI-engine's files: its minibatches)
         cfg.collect.update(n_episode=8, n_sample=128, discount_factor=0.99)
         return cfg
 
@@ -120,8 +148,9 @@ class PGPolicy(Policy):
         #: env column -> its unfinished episode's (obs, action, reward, *step_fields) and its last next_obs
         self._open: dict[int, list[np.ndarray]] = {}
         self._done: list[tuple[np.ndarray, ...]] = []  # complete episodes: (obs, action, G, *step_fields)
+        self._done_column: list[int] = []  # each complete episode's env column
         zero = torch.zeros((), device=self.device)  # the same keys from the first call on (ranks report alike)
-        self._stats: dict[str, torch.Tensor] = dict.fromkeys(("loss", "policy_loss", "entropy", "return_mean"), zero)
+        self._stats: dict[str, torch.Tensor] = dict.fromkeys(_STATS, zero)
 
     #: Rollout fields kept per step beyond obs, action and reward (a subclass's extras, e.g. PPO-PG's ``logp``).
     step_fields: tuple[str, ...] = ()
@@ -165,50 +194,79 @@ class PGPolicy(Policy):
             for end in ends:
                 obs, action, reward, *rest = (p[start : end + 1] for p in parts)
                 self._done.append((obs, action, episode_returns(reward, gamma), *rest))
+                self._done_column.append(n)
                 start = end + 1
             if start < len(parts[0]):
                 self._open[n] = [p[start:] for p in parts] + [rollout["next_obs"][-1, n]]
 
+    def _rank_counts(self, extra: int = 0) -> tuple[int, list[int], int]:
+        """The ranks' complete episodes together, every rank's sample count and rank 0's ``extra`` (one allgather)."""
+        mine = torch.tensor([len(self._done), sum(len(e[2]) for e in self._done), extra], dtype=torch.int64)
+        gathered = allgather(mine.to(comm_device(self.sync_group, like=mine)), group=self.sync_group)
+        counts = torch.stack([c.cpu() for c in gathered])
+        return int(counts[:, 0].sum()), [int(n) for n in counts[:, 1]], int(counts[0, 2])
+
+    def _take_episodes(self) -> list[tuple[np.ndarray, ...]]:
+        """The complete episodes in env-column order (each column's in time order: one process's order over the
+        ranks' columns), emptied."""
+        order = sorted(range(len(self._done)), key=self._done_column.__getitem__)  # stable: time order kept
+        episodes = [self._done[i] for i in order]
+        self._done, self._done_column = [], []
+        return episodes
+
+    def _logp_entropy(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities of ``action`` and entropies under the wrapped model (its gradients are synchronized)."""
+        dist = self.model.distribution(self.train_model(obs))
+        if self.discrete:
+            return dist.log_prob(action), dist.entropy()
+        return dist.log_prob(action).sum(-1), dist.entropy().sum(-1)
+
+    def _step(self, loss: torch.Tensor) -> None:
+        """One optimizer step on ``loss`` (gradients averaged across ranks in ``backward``), clipped by
+        ``learn.grad_clip_norm``."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.cfg.learn.grad_clip_norm is not None:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.learn.grad_clip_norm)
+        self.optimizer.step()
+        self.train_iter += 1
+
     def learn(self, rollout: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        """Take in one rollout (fields ``[T, N, ...]``, the one after the last); one REINFORCE step once the ranks
-        hold at least ``collect.n_episode`` complete episodes together."""
+        """Take in one rollout (fields ``[T, N, ...]``, the one after the last); once the ranks hold at least
+        ``collect.n_episode`` complete episodes together, one pass of REINFORCE steps over all of them (one step, or
+        minibatches of ``learn.batch_size``: :func:`episode_minibatches`)."""
         lc = self.cfg.learn
         self._close_episodes(rollout)
-        world = get_world_size(self.sync_group)
-        counts = torch.tensor([len(self._done), sum(len(e[2]) for e in self._done)], dtype=torch.int64)
-        counts = counts.to(comm_device(self.sync_group, like=counts))
-        allreduce(counts, op="sum", group=self.sync_group)
-        episodes, samples = (int(c) for c in counts.cpu())
+        world, rank = get_world_size(self.sync_group), get_rank(self.sync_group)
+        seed = 0 if lc.batch_size is None else int(torch.randint(0, 2**62, ()))  # rank 0's orders the minibatches
+        episodes, rank_samples, seed = self._rank_counts(seed)
         if episodes < int(self.cfg.collect.n_episode) * world:  # n_episode was split over the ranks
             return self._stats
+        done = self._take_episodes()
 
         def cat(i: int) -> np.ndarray:
-            return np.concatenate([e[i] for e in self._done]) if self._done else np.zeros((0,))
+            return np.concatenate([e[i] for e in done]) if done else np.zeros((0,))
 
         obs = self.as_tensor(cat(0).reshape(-1, *self.obs_space.shape)).reshape(-1, obs_dim(self.obs_space))
         ret = self.as_tensor(cat(2))
         action = self.as_tensor(cat(1).reshape(len(ret), *self.action_space.shape))
         action = action.long() if self.discrete else action
-        self._done = []
-        scale = world / samples  # this rank's part of the mean over every rank's samples, times N
+        offset, size = sum(rank_samples[:rank]), rank_samples[rank]
+        batch = None if lc.batch_size is None else int(lc.batch_size) * world  # the global minibatch
+        plan = []  # (this rank's indices, its loss scale) per minibatch: on the host once per call
+        for idx in episode_minibatches(sum(rank_samples), batch, seed):
+            mine = idx[(idx >= offset) & (idx < offset + size)] - offset
+            plan.append((torch.as_tensor(mine, device=self.device), world / len(idx)))
 
-        dist = self.model.distribution(self.train_model(obs))  # the wrapped model: gradients are synchronized
-        logp = dist.log_prob(action) if self.discrete else dist.log_prob(action).sum(-1)
-        entropy = dist.entropy() if self.discrete else dist.entropy().sum(-1)
-        policy_loss = -(logp * ret).sum() * scale
-        entropy_mean = entropy.sum() * scale
-        loss = policy_loss - lc.entropy_weight * entropy_mean
-
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()  # through the wrapped model: gradients are averaged across ranks
-        if lc.grad_clip_norm is not None:
-            nn.utils.clip_grad_norm_(self.model.parameters(), lc.grad_clip_norm)
-        self.optimizer.step()
-        self.train_iter += 1
-        self._stats = {
-            "loss": loss.detach(),
-            "policy_loss": policy_loss.detach(),
-            "entropy": entropy_mean.detach(),
-            "return_mean": ret.mean() if ret.numel() else torch.zeros((), device=self.device),
-        }
-        return self._stats
+        stats = dict.fromkeys(_STATS, torch.zeros((), device=self.device))
+        for idx, scale in plan:  # this rank's part of the mean over the global minibatch, times N (engine averages)
+            logp, entropy = self._logp_entropy(obs[idx], action[idx])
+            policy_loss = -(logp * ret[idx]).sum() * scale
+            entropy_mean = entropy.sum() * scale
+            loss = policy_loss - lc.entropy_weight * entropy_mean
+            self._step(loss)
+            for k, v in (("loss", loss), ("policy_loss", policy_loss), ("entropy", entropy_mean)):
+                stats[k] = stats[k] + v.detach() / len(plan)
+        stats["return_mean"] = ret.mean() if ret.numel() else torch.zeros((), device=self.device)
+        self._stats = stats
+        return stats

@@ -29,7 +29,7 @@ import torch
 from easydict import EasyDict
 from torch import nn
 
-from ding_dist.comm import allgather, comm_device, get_rank, get_world_size
+from ding_dist.comm import get_rank, get_world_size
 from ding_dist.policy.base import obs_dim
 from ding_dist.policy.pg import PGPolicy
 from ding_dist.policy.ppo import clipped_surrogate, minibatch_plan
@@ -105,32 +105,26 @@ class PPOPGPolicy(PGPolicy):
         logp = dist.log_prob(action) if self.discrete else dist.log_prob(action).sum(-1)
         return action.cpu().numpy(), {"logp": logp.cpu().numpy()}
 
-    def _rank_samples(self) -> tuple[int, list[int]]:
-        """The ranks' complete episodes together, and every rank's sample count (one allgather)."""
-        mine = torch.tensor([len(self._done), sum(len(e[2]) for e in self._done)], dtype=torch.int64)
-        counts = torch.stack([c.cpu() for c in allgather(mine.to(comm_device(self.sync_group, like=mine)),
-                                                         group=self.sync_group)])  # fmt: skip
-        return int(counts[:, 0].sum()), [int(n) for n in counts[:, 1]]
-
     def learn(self, rollout: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """Take in one rollout (fields ``[T, N, ...]`` with ``logp``, the one after the last); all PPO epochs once
         the ranks hold at least ``collect.n_episode`` complete episodes together, on all of them."""
         lc = self.cfg.learn
         self._close_episodes(rollout)
         world = get_world_size(self.sync_group)
-        episodes, rank_samples = self._rank_samples()
+        episodes, rank_samples, _ = self._rank_counts()
         if episodes < int(self.cfg.collect.n_episode) * world:  # n_episode was split over the ranks
             return self._stats
 
+        done = self._take_episodes()
+
         def cat(i: int) -> torch.Tensor:  # a rank may hold no complete episode (its share is then empty)
-            parts = [e[i] for e in self._done]
+            parts = [e[i] for e in done]
             return self.as_tensor(np.concatenate(parts) if parts else np.zeros((0,)))
 
         obs = cat(0).reshape(-1, obs_dim(self.obs_space))
         ret, old_logp = cat(2), cat(3)
         action = cat(1).reshape(len(ret), *self.action_space.shape)
         action = action.long() if self.discrete else action
-        self._done = []
         size = rank_samples[get_rank(self.sync_group)]
         n_minibatch, batch, global_batch = minibatch_plan(int(lc.batch_size), size, rank_samples)
         if global_batch is None:
@@ -145,19 +139,11 @@ class PPOPGPolicy(PGPolicy):
         for _ in range(lc.epoch_per_collect):
             order = torch.randperm(size, device=self.device)[: n_minibatch * batch].reshape(n_minibatch, batch)
             for idx in order:
-                dist = self.model.distribution(self.train_model(obs[idx]))  # the wrapped model: synchronized grads
-                logp = dist.log_prob(action[idx]) if self.discrete else dist.log_prob(action[idx]).sum(-1)
-                entropy = dist.entropy() if self.discrete else dist.entropy().sum(-1)
+                logp, entropy = self._logp_entropy(obs[idx], action[idx])
                 policy_loss, ratio = clipped_surrogate(logp, old_logp[idx], ret[idx], lc.clip_ratio, mean)
                 entropy_mean = mean(entropy)
                 loss = policy_loss - lc.entropy_weight * entropy_mean
-
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()  # through the wrapped model: gradients are averaged across ranks
-                if lc.grad_clip_norm is not None:
-                    nn.utils.clip_grad_norm_(self.model.parameters(), lc.grad_clip_norm)
-                self.optimizer.step()
-                self.train_iter += 1
+                self._step(loss)
                 with torch.no_grad():  # device scalars: no host read per minibatch
                     n = max(1, len(idx))
                     step = {

@@ -57,6 +57,18 @@ class MeteredLink:
         self._count(tensor.numel() * tensor.element_size(), 2.0 * (w - 1) / w)
         return comm.allreduce(tensor, op="sum", group=self.group, async_op=True)
 
+    def reduce(self, tensor: torch.Tensor, dst: int = 0) -> comm.CommHandle:
+        """Start an in-place SUM reduce of ``tensor`` onto group rank ``dst`` (the others' ``tensor`` is
+        scratch afterwards); returns a handle with ``wait()``."""
+        w = self.world_size
+        self._count(tensor.numel() * tensor.element_size(), (w - 1) / w)
+        if w == 1:
+            return comm.CommHandle(None, tensor)
+        target = comm.get_global_rank(self.group, dst)
+        return comm.CommHandle(
+            dist.reduce(tensor, dst=target, op=dist.ReduceOp.SUM, group=self.group, async_op=True), tensor
+        )
+
     def all_to_all(self, output: torch.Tensor, inp: torch.Tensor) -> comm.CommHandle:
         """Start an all-to-all of equal splits (``inp`` viewed as ``world_size`` rows)."""
         w = self.world_size
@@ -179,18 +191,6 @@ class MeteredSubLink(MeteredLink):
     def _count(self, nbytes: int, wire_factor: float) -> None:
         super()._count(nbytes, wire_factor)
         self.parent._count(nbytes, wire_factor)
-
-    def reduce(self, tensor: torch.Tensor, dst: int = 0) -> comm.CommHandle:
-        """Start an in-place SUM reduce of ``tensor`` onto group rank ``dst`` (the others' ``tensor`` is
-        scratch afterwards); returns a handle with ``wait()``."""
-        w = self.world_size
-        self._count(tensor.numel() * tensor.element_size(), (w - 1) / w)
-        if w == 1:
-            return comm.CommHandle(None, tensor)
-        target = comm.get_global_rank(self.group, dst)
-        return comm.CommHandle(
-            dist.reduce(tensor, dst=target, op=dist.ReduceOp.SUM, group=self.group, async_op=True), tensor
-        )
 
     def broadcast_async(self, tensor: torch.Tensor, src: int = 0) -> comm.CommHandle:
         """Start broadcasting ``tensor`` in place from group rank ``src``; returns a handle with ``wait()``."""

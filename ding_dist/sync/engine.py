@@ -13,8 +13,10 @@ back to the host in backward (counts and the non-finite verdict stay device tens
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -176,6 +178,7 @@ class SyncEngine:
         self._buffers = list(module.buffers()) if broadcast_buffers else []
         self._armed = False
         self._next = 0
+        self.grad_weight = 1.0  # this rank's gradients count this many times in the average (gradient_weight)
         self._hook_handles: list[Any] = []
         self._step_handles: list[Any] = []
         self._bind_optimizers()  # validates the optimizers before any hook is attached
@@ -301,6 +304,8 @@ class SyncEngine:
         if bucket.expected == 0:  # every parameter frozen on this pass (identically on all ranks)
             return
         bucket.prepare_launch()
+        if self.grad_weight != 1.0:
+            bucket.grads.mul_(self.grad_weight)
         bucket.stage = self.algorithm.hook(self.state, bucket)
         bucket.launched = True
 
@@ -514,6 +519,33 @@ class DistributedModel(nn.Module):
             self._engine.switch_to(algorithm, options)
             self._algorithm = self._engine.algorithm
         return self
+
+    @contextlib.contextmanager
+    def gradient_weight(self, weight: float) -> Iterator[DistributedModel]:
+        """Within it, this rank's gradients count ``weight`` times in the average of gradient-averaging algorithms.
+
+        For ranks whose batches differ in size (``n_r`` of ``B`` samples in all, e.g. a prioritized draw over the
+        ranks' shards), ``weight = N * n_r / B`` turns the average of the ranks' mean losses' gradients into the
+        gradient of the mean over all ``B`` samples: the update of one process on the whole batch. No effect in a
+        world of one (its only rank's weight is 1) or with an algorithm that averages weights.
+
+        Example::
+
+            with model.gradient_weight(world * len(my_part) / global_batch):
+                loss_on(my_part).backward()
+        """
+        weight = float(weight)
+        if not (math.isfinite(weight) and weight >= 0.0):
+            raise ValueError(f"gradient weight must be a finite number >= 0, got {weight!r}")
+        engine = self._engine
+        if engine is None:
+            yield self
+            return
+        before, engine.grad_weight = engine.grad_weight, weight
+        try:
+            yield self
+        finally:
+            engine.grad_weight = before
 
     @property
     def averages_weights(self) -> bool:

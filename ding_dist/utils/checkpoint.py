@@ -42,6 +42,8 @@ __all__ = [
     "CheckpointManager",
     "UnsafeCheckpointError",
     "capture_rng_state",
+    "check_finite_weights",
+    "checkpoint_is_current",
     "convert_checkpoint",
     "load_checkpoint",
     "restore_rng_state",
@@ -215,6 +217,60 @@ def _state_of(blob: Any, p: Path) -> dict:
             f"{', '.join(map(str, _READS))}"
         )
     return blob["state"]
+
+
+def checkpoint_is_current(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a ding_dist checkpoint of the current format that loads without running code: one
+    :func:`convert_checkpoint` would rewrite unchanged.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> p = save_checkpoint({"step": 1}, pathlib.Path(tempfile.mkdtemp()) / "c.pt")
+        >>> checkpoint_is_current(p)
+        True
+    """
+    try:
+        with _reading():
+            blob = torch.load(Path(path), map_location="cpu", weights_only=True)
+    except Exception:  # refused, corrupt, missing: convert_checkpoint says which
+        return False
+    return isinstance(blob, dict) and blob.get("format") == _FORMAT and blob.get("version") == _VERSION
+
+
+def _nonfinite(value: Any, where: str) -> Iterator[tuple[str, int, int]]:
+    """``(name, non-finite values, values)`` of each floating tensor under ``value`` that holds a NaN or inf."""
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() or value.is_complex():
+            bad = int((~torch.isfinite(value)).sum())
+            if bad:
+                yield where, bad, value.numel()
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _nonfinite(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, (list, tuple)):
+        for j, item in enumerate(value):
+            yield from _nonfinite(item, f"{where}[{j}]")
+
+
+def check_finite_weights(state: dict, path: str | os.PathLike) -> None:
+    """Raise :class:`CheckpointError` in one line when the policy state of checkpoint ``state`` (its networks and
+    optimizer state) holds a NaN or inf: such a file evaluates to nonsense and a resume from it fails at its first
+    updates, so eval and resume refuse it at load, naming the first such tensor.
+
+    Example (the message goes on: ``'model.w' has 1 of 2 values non-finite; evaluate or resume an earlier ...``):
+        >>> check_finite_weights({"policy": {"model": {"w": torch.tensor([1.0, float("nan")])}}}, "x.pt")
+        Traceback (most recent call last):
+        ...
+        ding_dist.utils.checkpoint.CheckpointError: checkpoint 'x.pt' holds non-finite weights (NaN or inf): ...
+    """
+    found = list(_nonfinite(state.get("policy"), ""))
+    if found:
+        name, bad, total = found[0]
+        more = f" (and {len(found) - 1} more tensor(s))" if len(found) > 1 else ""
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} holds non-finite weights (NaN or inf): {name!r} has {bad} of {total} values "
+            f"non-finite{more}; evaluate or resume an earlier checkpoint"
+        )
 
 
 def convert_checkpoint(path: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:

@@ -1,11 +1,16 @@
-"""One run per experiment folder: an exclusive lock file created with ``O_EXCL``.
+"""One run per experiment folder: ``<exp_dir>/.lock``, held with ``flock`` for the run's life.
 
-The lock file ``<exp_dir>/.lock`` names the holder's pid, host and start time. A second run into the same
-folder is refused with one line naming the holder; a lock left by a process that died on this host
-(SIGKILL, power loss of a worker, a torchrun restart) is detected as stale and taken over. A lock held
-from another host cannot be probed: the message says which file to delete if that run is gone, unless it names
-the same torchrun job (``job``: its rendezvous id): an elastic job that re-forms after a node left is the lock's
-own run, and takes it over.
+The holder opens ``.lock`` and takes an exclusive ``fcntl.flock`` on it, which the kernel gives to one open file
+at a time and drops when the holder's process ends, however it ends (SIGKILL, OOM, a torchrun restart). So taking
+the lock is one atomic step: two starts that find a stale lock at the same moment cannot both take it, and a lock
+that no live process holds is stale whatever its file says (the holder's pid, host and start time, written for
+the message; an empty or cut file left by a full disk is stale too). A second run into the folder is refused with
+one line naming the holder.
+
+Two cases the kernel cannot decide: a file naming another host, whose lock may not reach this one (a shared file
+system without lock support), is refused with the file to delete if that run is gone, unless it names the same
+torchrun job (``job``: its rendezvous id): an elastic job that re-forms after a node left is the lock's own run,
+and takes it over.
 
 Example::
 
@@ -15,6 +20,8 @@ Example::
 
 from __future__ import annotations
 
+import errno
+import fcntl  # POSIX (Linux, macOS), as the rest of the run's process handling
 import json
 import logging
 import os
@@ -27,6 +34,22 @@ __all__ = ["ExperimentInUseError", "ExperimentLock", "LOCK_NAME"]
 
 LOCK_NAME = ".lock"
 logger = logging.getLogger(__name__)
+_HELD_FDS: set[int] = set()  # lock files this process holds: a forked child (an env worker) closes its copies
+
+
+def _close_in_child() -> None:
+    """After a fork: the child's copies of the lock files are closed, so a child that outlives the holder (an env
+    worker of a killed rank) cannot keep the folder locked (a flock lasts while any copy of its file is open)."""
+    for fd in list(_HELD_FDS):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD_FDS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_in_child)
 
 
 class ExperimentInUseError(FileExistsError):
@@ -47,65 +70,135 @@ class ExperimentLock:
         self.folder = Path(folder)
         self.path = self.folder / LOCK_NAME
         self.job = job
-        self._held = False
+        self._fd: int | None = None
 
-    def _holder(self) -> dict | None:
+    def _holder(self, fd: int | None = None) -> dict:
+        """What the lock file says about its holder ({} when it says nothing readable: empty, cut, gone)."""
         try:
-            return json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
+            if fd is None:
+                text = self.path.read_text(encoding="utf-8")
+            else:
+                text = os.pread(fd, 4096, 0).decode("utf-8")
+            found = json.loads(text)
         except (OSError, ValueError):
-            return {}  # being written right now, or garbage: treated as held by an unknown run
+            return {}
+        return found if isinstance(found, dict) else {}
+
+    def _in_use(self, holder: dict) -> ExperimentInUseError:
+        who = (f"pid {holder.get('pid')} on host {holder.get('host')} since {holder.get('started')}"
+               if holder.get("pid") else "another run")  # fmt: skip
+        return ExperimentInUseError(
+            f"exp_dir {str(self.folder)!r} is in use by {who}; choose another --exp-dir, or wait for that run to "
+            f"end (if it is gone from another host, delete {str(self.path)!r})"
+        )
 
     def acquire(self) -> ExperimentLock:
-        """Create the lock file or raise :class:`ExperimentInUseError`; a stale lock is taken over."""
+        """Take the folder's lock or raise :class:`ExperimentInUseError`; a stale lock is taken over. A disk that
+        cannot hold the lock's few bytes raises its ``OSError`` and leaves no lock file behind."""
         self.folder.mkdir(parents=True, exist_ok=True)
         me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         if self.job is not None:
             me["job"] = self.job
-        for _ in range(3):
+        for _ in range(10):
+            fd, created = self._open()
+            locked = False
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
-            except FileExistsError:
-                holder = self._holder()
-                if holder is None:
-                    continue  # released between our open and our read: try again
-                if self.job is not None and holder.get("job") == self.job:  # this job, before it re-formed
-                    logger.warning("%s: lock of this job's earlier round (pid %s on %s); taking it over", self.path,
-                                   holder.get("pid"), holder.get("host"))  # fmt: skip
-                    self.path.unlink(missing_ok=True)
-                    continue
-                if holder.get("host") == me["host"] and isinstance(holder.get("pid"), int):
-                    from ding_dist.comm.processes import pid_alive  # here: ding_dist.comm imports torch
-
-                    if not pid_alive(holder["pid"]):
-                        logger.warning(
-                            "%s: stale lock of pid %d (no longer running); taking it over", self.path, holder["pid"]
-                        )
-                        self.path.unlink(missing_ok=True)
+                if self._flock(fd):
+                    if not self._still_the_file(fd):
+                        os.close(fd)  # released (and removed) between our open and our lock: try again
                         continue
-                who = (
-                    f"pid {holder.get('pid')} on host {holder.get('host')} since {holder.get('started')}"
-                    if holder
-                    else "another run"
-                )
-                raise ExperimentInUseError(
-                    f"exp_dir {str(self.folder)!r} is in use by {who}; choose another --exp-dir, or wait for that "
-                    f"run to end (if it is gone from another host, delete {str(self.path)!r})"
-                ) from None
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(me, f)
-            self._held = True
+                else:  # a live process holds it
+                    holder = self._holder()
+                    if self.job is None or holder.get("job") != self.job:
+                        raise self._in_use(holder)
+                    fd = self._take_from_own_job(fd, holder)
+                locked = True
+                holder = self._holder(fd)
+                if (holder.get("host") not in (None, me["host"]) and holder.get("job") != self.job
+                        and holder.get("pid")):  # fmt: skip
+                    raise self._in_use(holder)  # another host's lock may not reach us: its file is all we know
+                if holder.get("pid") and holder.get("pid") != me["pid"] and not created:
+                    logger.warning("%s: stale lock of pid %s on %s (no process holds it); taking it over", self.path,
+                                   holder.get("pid"), holder.get("host"))  # fmt: skip
+                self._write(fd, me)
+            except BaseException:
+                self._drop(fd, remove=locked)  # e.g. a full disk: no lock file of ours is left behind
+                raise
+            self._fd = fd
+            _HELD_FDS.add(fd)
             return self
         raise ExperimentInUseError(f"exp_dir {str(self.folder)!r}: could not take the lock {str(self.path)!r}")
 
-    def release(self) -> None:
-        """Remove the lock file if this process holds it."""
-        if self._held:
-            holder = self._holder()
-            if holder and holder.get("pid") == os.getpid():
+    def _open(self) -> tuple[int, bool]:
+        """An open descriptor of the lock file (created when there was none), and whether this call created it."""
+        try:
+            return os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o666), True
+        except FileExistsError:
+            try:
+                return os.open(self.path, os.O_RDWR), False
+            except FileNotFoundError:  # removed in between: create it
+                return os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666), True
+
+    @staticmethod
+    def _flock(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return False
+            raise
+        return True
+
+    def _still_the_file(self, fd: int) -> bool:
+        """The locked file is still the one at the lock's path (a holder that released removed it meanwhile)."""
+        try:
+            return os.stat(self.path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            return False
+
+    def _take_from_own_job(self, fd: int, holder: dict) -> int:
+        """The lock of this job's earlier round (an elastic job re-formed; that round's holder may still run, cut
+        off): a new locked file replaces it."""
+        logger.warning("%s: lock of this job's earlier round (pid %s on %s); taking it over", self.path,
+                       holder.get("pid"), holder.get("host"))  # fmt: skip
+        tmp = self.path.with_name(f"{LOCK_NAME}.{os.getpid()}.tmp")
+        new = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_RDWR, 0o666)
+        try:
+            self._flock(new)
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.close(new)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        return new
+
+    @staticmethod
+    def _write(fd: int, me: dict) -> None:
+        data = json.dumps(me).encode("utf-8")
+        os.ftruncate(fd, 0)
+        if os.pwrite(fd, data, 0) != len(data):
+            raise OSError(errno.ENOSPC, "no space left on device for the lock file")
+
+    def _drop(self, fd: int, remove: bool) -> None:
+        """Close ``fd``; remove the lock file first when ``remove`` and it is still ours."""
+        try:
+            if remove and self._still_the_file(fd):
                 self.path.unlink(missing_ok=True)
-            self._held = False
+        finally:
+            os.close(fd)
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Remove the lock file and drop the lock, if this process holds it."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        _HELD_FDS.discard(fd)
+        self._drop(fd, remove=True)  # removed while still locked: a start that opened it meanwhile tries again
 
     def __enter__(self) -> ExperimentLock:
         return self.acquire()

@@ -16,24 +16,53 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_open", "atomic_write_text", "atomic_write_json", "shown_path", "temp_name_prefix"]
+__all__ = [
+    "atomic_open",
+    "atomic_write_text",
+    "atomic_write_json",
+    "shown_path",
+    "temp_name_prefix",
+    "unwritable_reason",
+]
 
 
 def shown_path(path: str | os.PathLike | None) -> str:
-    """How log lines show a path, the same however the run was started: relative to the current folder when
-    it lies inside it, else absolute.
+    """How log lines show a path: as it was given (a relative one relative, an absolute one absolute), the same
+    however the run was started, since the launcher hands its ranks the experiment folder as the user gave it.
 
     Example:
-        >>> shown_path(Path.cwd() / "runs" / "x") == os.path.join("runs", "x")
+        >>> shown_path(Path("runs") / "x"), shown_path("/data/runs/x")
+        ('runs/x', '/data/runs/x')
+    """
+    return "None" if path is None else os.fspath(path)
+
+
+def unwritable_reason(path: str | os.PathLike, folder: bool = False) -> str | None:
+    """Why ``path`` (a file to be written, or with ``folder`` a folder to be created and written into) cannot be
+    written, else None: checked at the nearest folder that exists, with a file created and removed there, so a
+    read-only mount or a folder without write permission is caught before any work (for root too).
+
+    Example:
+        >>> unwritable_reason("/proc/x.png")  # doctest: +ELLIPSIS
+        "... at '/proc'"
+        >>> import tempfile
+        >>> unwritable_reason(tempfile.mkdtemp() + "/new/sub/x.png") is None
         True
     """
-    if path is None:
-        return "None"
-    absolute = Path(os.path.abspath(path))
+    target = Path(path).absolute()
+    if not folder and target.is_dir():
+        return f"{str(target)!r} is a folder"
+    existing = target if folder else target.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{str(existing)!r} is a file"
     try:
-        return str(absolute.relative_to(Path.cwd()))
-    except ValueError:
-        return str(absolute)
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as e:
+        return f"{e.strerror or e} at {str(existing)!r}"
+    return None
 
 
 def temp_name_prefix(path: str | os.PathLike) -> str:
@@ -80,7 +109,8 @@ def _fsync_dir(folder: Path) -> None:
 def atomic_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None = None) -> Iterator[IO[Any]]:
     """Open a temporary file next to ``path``; on a clean exit it replaces ``path`` atomically.
 
-    On an exception the temporary file is removed and ``path`` is left untouched.
+    On an exception the temporary file is removed and ``path`` is left untouched (an ``OSError`` of the writes,
+    e.g. a full disk, names ``path``).
 
     Example:
         >>> import tempfile, pathlib
@@ -105,8 +135,10 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None 
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, final)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename is None:  # a write's error (a full disk) names the file it was for
+            e.filename = str(final)
         raise
     _fsync_dir(final.parent)
 

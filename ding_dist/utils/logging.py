@@ -24,6 +24,7 @@ from typing import Any
 from tqdm import tqdm
 
 from ding_dist.utils.fileio import atomic_write_text
+from ding_dist.utils.install import install_hint
 
 __all__ = [
     "get_logger",
@@ -39,7 +40,6 @@ __all__ = [
 METRICS_FILE = "metrics.jsonl"
 #: Set to 1 (``ding-dist train --track``) to mirror the run to Weights & Biases (rank 0's MetricWriter).
 TRACK_ENV = "DING_DIST_TRACK"
-WANDB_HINT = "pip install -e .[wandb]"
 _RESERVED = ("step", "wall_time")
 _FMT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _DATEFMT = "%H:%M:%S"
@@ -306,7 +306,7 @@ def _start_wandb(config: Mapping[str, Any], folder: Path) -> Any:
     try:
         import wandb
     except ImportError as e:
-        raise ImportError(f"tracking with W&B needs the wandb package: {WANDB_HINT} ({e})") from None
+        raise ImportError(f"tracking with W&B needs the wandb package: {install_hint('wandb')} ({e})") from None
     kwargs: dict[str, Any] = {
         "project": os.environ.get("WANDB_PROJECT") or "ding_dist",
         "name": folder.resolve().name,

@@ -43,8 +43,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from ding_dist.comm import irecv, isend
+from ding_dist.comm import get_world_size, irecv, isend
 from ding_dist.data.prioritized import PrioritizedReplayBuffer
+from ding_dist.data.prioritized_shards import draw_prioritized
 from ding_dist.data.replay import ReplayBuffer
 
 __all__ = [
@@ -480,17 +481,18 @@ class ActorLost(ConnectionError):
 class ReplayShards:
     """One replay buffer per actor (each actor's env slots stay in time order); batches mix all shards.
 
-    Prioritized shards (:class:`~ding_dist.data.prioritized.PrioritizedReplayBuffer`, ``policy.priority``):
-    :meth:`sample` returns ``(batch, weights, indices)``, each shard's part drawn by its own priorities and
-    weighted within its shard (the shards' parts stay in proportion to their sizes), and
-    :meth:`update_priorities` sends each priority back to its shard; :meth:`extend` takes a chunk's ``priority``
-    field (Ape-X: computed by the actor) as its transitions' first priorities.
+    Prioritized shards (:class:`~ding_dist.data.prioritized.PrioritizedReplayBuffer`, ``policy.priority``): one
+    prioritized replay over every shard of every learner (:func:`~ding_dist.data.prioritized_shards.draw_prioritized`:
+    a shard's share of the batch follows its priority sum, the weights use the global minimum); :meth:`sample`
+    returns ``(batch, weights, indices)``, :meth:`update_priorities` sends each priority back to its shard, and
+    :meth:`extend` takes a chunk's ``priority`` field (Ape-X: computed by the actor) as its transitions' first
+    priorities. Uniform shards: each batch split over the shards in proportion to their sizes.
 
     Example::
 
         shards = ReplayShards({1: buffer_a, 2: buffer_b})
         shards.extend(rollout, shard=1)
-        batch = shards.sample(64)  # about 32 from each, in proportion to their sizes
+        batch = shards.sample(64)  # uniform: about 32 from each, in proportion to their sizes
     """
 
     _STRIDE = 1 << 40  # a prioritized index is shard position * _STRIDE + index in that shard
@@ -513,9 +515,32 @@ class ReplayShards:
         else:
             self.shards[shard].extend(rollout)
 
-    def sample(self, batch_size: int, device: str | torch.device = "cpu") -> Any:
-        """``batch_size`` transitions, split over the shards in proportion to their sizes (prioritized shards:
-        ``(batch, weights, indices)``)."""
+    def sample(self, batch_size: int, device: str | torch.device = "cpu", group: Any = None) -> Any:
+        """``batch_size`` transitions (uniform: split over the shards in proportion to their sizes).
+
+        Prioritized: ``(batch, weights, indices)``, this learner's draws of a global batch of ``batch_size`` times
+        the ranks of ``group`` (the learners; every one calls it) over every learner's shards, so the rows vary
+        around ``batch_size`` with the priority mass held here. With none of the batch here, the batch is one
+        transition of weight 0 and ``indices`` is empty (the learner weights its gradient 0 and updates no
+        priority).
+        """
+        if not self.prioritized:
+            return self._sample_uniform(batch_size, device)
+        buffers = list(self.shards.values())
+        draws = draw_prioritized(buffers, batch_size * get_world_size(group), group)
+        parts = [(pos, buffers[pos].gather(i, w, device)) for pos, (i, w) in enumerate(draws) if len(i)]
+        if not parts:  # a stand-in for this learner's step, counted 0 times
+            pos = next((p for p, b in enumerate(buffers) if len(b)), None)
+            if pos is None:
+                raise ValueError("cannot sample from an empty replay buffer (this learner's shards hold nothing)")
+            index = buffers[pos].tree.find(np.zeros(1))
+            batch, weights, _ = buffers[pos].gather(index, np.zeros(1), device)
+            return batch, weights, np.zeros(0, dtype=np.int64)
+        batch = {key: torch.cat([part[0][key] for _, part in parts]) for key in parts[0][1][0]}
+        indices = np.concatenate([pos * self._STRIDE + part[2] for pos, part in parts])
+        return batch, torch.cat([part[1] for _, part in parts]), indices
+
+    def _sample_uniform(self, batch_size: int, device: str | torch.device) -> dict[str, torch.Tensor]:
         sizes = {k: len(b) for k, b in self.shards.items() if len(b)}
         if not sizes:
             raise ValueError("cannot sample from an empty replay buffer")
@@ -523,14 +548,8 @@ class ReplayShards:
         counts = {k: batch_size * n // total for k, n in sizes.items()}
         for k in sorted(sizes, key=lambda k: -sizes[k])[: batch_size - sum(counts.values())]:
             counts[k] += 1
-        if not self.prioritized:
-            parts = [self.shards[k].sample(n, device) for k, n in counts.items() if n]
-            return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
-        position = {k: i for i, k in enumerate(self.shards)}
-        drawn = [(k, *self.shards[k].sample(n, device)) for k, n in counts.items() if n]
-        batch = {key: torch.cat([d[1][key] for d in drawn]) for key in drawn[0][1]}
-        indices = np.concatenate([position[k] * self._STRIDE + i for k, _, _, i in drawn])
-        return batch, torch.cat([w for _, _, w, _ in drawn]), indices
+        parts = [self.shards[k].sample(n, device) for k, n in counts.items() if n]
+        return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
 
     def update_priorities(self, indices: np.ndarray, priorities: Any) -> None:
         """Send each of ``priorities`` (``|delta|``) to the shard that :meth:`sample` drew its index from."""

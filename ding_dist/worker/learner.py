@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +14,7 @@ from ding_dist.data.prioritized import PrioritizedReplayBuffer
 from ding_dist.data.replay import ReplayBuffer
 from ding_dist.policy.base import Policy
 from ding_dist.sync import DistributedModel
+from ding_dist.worker.experience import ReplayShards
 
 __all__ = ["Learner", "reduce_log"]
 
@@ -77,11 +79,13 @@ class Learner:
         self._sums: dict[str, Stat] = {}
         self._count = 0
 
+    def _models(self) -> list[DistributedModel]:
+        return [v for v in vars(self.policy).values() if isinstance(v, DistributedModel)]
+
     def nonfinite_skips(self) -> int:
         """Optimizer steps skipped so far because a synchronized gradient held NaN/inf (all the policy's
         distributed models together; the same number on every rank)."""
-        models = [v for v in vars(self.policy).values() if isinstance(v, DistributedModel)]
-        return sum(m.nonfinite_skips for m in models)
+        return sum(m.nonfinite_skips for m in self._models())
 
     def _record(self, stats: Mapping[str, Stat]) -> None:
         # Tensors stay where the policy made them (adding them does not wait for the device).
@@ -94,17 +98,34 @@ class Learner:
         """``n_updates`` updates, each on a fresh batch from ``buffer`` (off-policy).
 
         From a :class:`~ding_dist.data.prioritized.PrioritizedReplayBuffer` the batch also holds the importance
-        weights (``"weight"``), and the ``"priority"`` the policy returns updates the sampled transitions.
+        weights (``"weight"``), and the ``"priority"`` the policy returns updates the sampled transitions. Prioritized
+        replay over several ranks or shards (the ranks' own buffers, a learner's
+        :class:`~ding_dist.worker.experience.ReplayShards`) is one prioritized replay over all of them
+        (:func:`~ding_dist.data.prioritized_shards.draw_prioritized`, ``batch_size`` per rank): each rank's part of
+        the global batch follows its priority mass, and its gradient counts in proportion to its part, so the
+        update is that of one process drawing the whole batch from one buffer.
         """
         device = self.policy.device
-        for _ in range(n_updates):
-            if not getattr(buffer, "prioritized", False):  # PrioritizedReplayBuffer or ReplayShards of them
+        if not getattr(buffer, "prioritized", False):  # PrioritizedReplayBuffer or ReplayShards of them
+            for _ in range(n_updates):
                 self._record(self.policy.learn(buffer.sample(batch_size, device=device)))
-                continue
-            batch, weights, indices = buffer.sample(batch_size, device=device)
-            stats = dict(self.policy.learn({**batch, "weight": weights}))
+            return
+        group = self.policy.sync_group
+        world = get_world_size(group)
+        if world > 1 and not isinstance(buffer, ReplayShards):  # a data-parallel rank's own prioritized buffer
+            buffer = ReplayShards({0: buffer})
+        for _ in range(n_updates):
+            if isinstance(buffer, ReplayShards):
+                batch, weights, indices = buffer.sample(batch_size, device=device, group=group)
+            else:
+                batch, weights, indices = buffer.sample(batch_size, device=device)
+            with contextlib.ExitStack() as weighting:
+                if world > 1:  # this rank's rows over its even share of the global batch: N n_r / B
+                    for model in self._models():
+                        weighting.enter_context(model.gradient_weight(len(indices) / batch_size))
+                stats = dict(self.policy.learn({**batch, "weight": weights}))
             priority = stats.pop("priority", None)
-            if priority is not None:
+            if priority is not None and len(indices):
                 buffer.update_priorities(indices, priority)
             self._record(stats)
 

@@ -119,9 +119,19 @@ def test_context_manager_alias():
 def test_top_level_leaves_di_engine_aliases_to_comm_and_compat():
     from ding_dist.compat import pytorch_ddp_dist_helper as ding_helper
 
-    for name in ("DDPContext", "error_wrapper", "to_ddp_config", "AlgorithmOption", "DistributedAlgorithm"):
+    for name in ("DDPContext", "to_ddp_config", "AlgorithmOption", "DistributedAlgorithm"):
         assert not hasattr(dd, name) and name not in dd.__all__
     assert ding_helper.DDPContext is dd.comm.DDPContext and ding_helper.error_wrapper is dd.comm.error_wrapper
+
+
+def test_top_level_serves_the_ding_utils_helper_list():
+    """The helper list DI-engine serves from ``ding.utils`` is importable from ``ding_dist`` itself."""
+    names = "get_rank get_world_size broadcast allreduce get_group dist_init dist_finalize dist_mode error_wrapper"
+    for name in names.split():
+        assert getattr(dd, name) is getattr(dd.comm, name) and name in dd.__all__
+    from ding_dist import error_wrapper
+
+    assert error_wrapper(int, default_ret=-1)("twelve") == -1
 
 
 def test_error_wrapper_returns_default_and_logs(caplog):
@@ -162,10 +172,11 @@ def test_to_ddp_config_refuses_a_size_the_world_cannot_split():
     with pytest.raises(ConfigError) as info:  # a ValueError: never rounded up to a larger global batch
         dd.config.to_ddp_config(cfg, world_size=3)
     assert str(info.value) == (
-        "policy.learn.batch_size=256 cannot be split over 3 processes: use 255 or 258 (or another --nproc)"
+        "policy.learn.batch_size=256 cannot be split over 3 processes: --set policy.learn.batch_size=255 or 258; "
+        "or --nproc 1, which split every size"
     )
     with pytest.raises(ValueError, match=r"2 config errors: policy.learn.batch_size=257 .*n_sample=99 cannot be "
-                       r"split over 2 processes: use 98 or 100"):  # fmt: skip
+                       r"split over 2 processes: --set policy.collect.n_sample=98 or 100"):  # fmt: skip
         dd.config.to_ddp_config(EasyDict(policy=dict(learn=dict(batch_size=256 + 1), collect=dict(n_sample=99))), 2)
 
 

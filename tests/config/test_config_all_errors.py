@@ -70,9 +70,19 @@ def test_split_errors_name_divisible_sizes():
     assert split_errors(cfg, 4) == []
     errors = split_errors(cfg, 3)
     assert errors == [
-        "policy.learn.batch_size=256 cannot be split over 3 processes: use 255 or 258 (or another --nproc)",
-        "policy.collect.n_sample=256 cannot be split over 3 processes: use 255 or 258 (or another --nproc)",
+        "policy.learn.batch_size=256 cannot be split over 3 processes: --set policy.learn.batch_size=255 or 258",
+        "policy.collect.n_sample=256 cannot be split over 3 processes: --set policy.collect.n_sample=255 or 258; "
+        "or --nproc 1, 2, 4, 8, 16, 32, 64, 128 or 256, which split every size",
     ]
     assert split_errors({"policy": {"learn": {"batch_size": 2}}}, 3) == [
-        "policy.learn.batch_size=2 cannot be split over 3 processes: use 3 (or another --nproc)"
+        "policy.learn.batch_size=2 cannot be split over 3 processes: --set policy.learn.batch_size=3; or --nproc 1 "
+        "or 2, which split every size"
     ]
+    # a count of envs that the processes cannot share: what to set, and the process counts that work
+    assert split_errors({"policy": {"learn": {"batch_size": 256}}, "env": {"collector_env_num": 8}}, 64) == [
+        "env.collector_env_num=8 cannot be split over 64 processes: --set env.collector_env_num=64; or --nproc 1, 2, "
+        "4 or 8, which split every size"
+    ]
+    assert split_errors({"policy": {"learn": {"batch_size": 6}}}, 4, "--learners")[0].endswith(
+        "; or --learners 1, 2, 3 or 6, which split every size"
+    )

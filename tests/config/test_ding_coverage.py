@@ -57,3 +57,11 @@ def test_accepted_files_stay_accepted(name, monkeypatch):
     policy_type, _ = _table()[name]
     cfg = load_config(_copies()[name])  # what ``ding-dist config show`` does: translate, then compile
     assert cfg.create_config.policy.type == policy_type
+
+
+def test_migration_guide_names_every_policy_a_di_engine_file_may_use():
+    """docs/migration_from_ding.md says which DI-engine policy types run: every one the dialect translates."""
+    text = (REPO / "docs" / "migration_from_ding.md").read_text()
+    section = text.split("## DI-engine config files", 1)[1].split("```", 1)[0]
+    named = set(re.findall(r"`([a-z0-9_]+)`", section.split("Offline", 1)[0]))
+    assert set(ding_dialect.TRANSLATORS) <= named

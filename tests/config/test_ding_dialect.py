@@ -281,7 +281,25 @@ def test_report_only_on_rank_zero(capsys, monkeypatch):
         (
             _dqn_main(),
             {**CREATE_DQN, "policy": {"type": "dt"}},  # DI-engine's decision transformer: offline, not here
-            "'create_config.policy.type' = 'dt' cannot be honoured: ding_dist has the policies ['",
+            "'create_config.policy.type' = 'dt' cannot be honoured: 'dt' is DI-engine's offline or imitation "
+            "learning (from a dataset or demonstrations), which ding_dist does not have; ding_dist has the policies ['",
+        ),
+        (
+            _dqn_main(),
+            {**CREATE_DQN, "policy": {"type": "dqnn"}},  # a typo: the policy it is close to
+            "'create_config.policy.type' = 'dqnn' cannot be honoured: ding_dist has the policies ['a2c', ",
+        ),
+        (
+            {**_dqn_main(), "reward_model": {"intrinsic_reward_type": "add", "batch_size": 32}},
+            {**CREATE_DQN, "reward_model": {"type": "rnd"}},  # DI-engine's RND/ICM files
+            "DI-engine config key 'create_config.reward_model' cannot be honoured: ding_dist has no reward models "
+            "(DI-engine's RND, ICM, TREX, GAIL, ...), so its reward model 'rnd' would be left out; remove reward_model "
+            "from the file (and from create_config) to train the plain 'dqn' policy on the env's reward",
+        ),
+        (
+            {**_dqn_main(), "reward_model": {"type": "trex", "checkpoint_max": 500}},  # TREX: main_config only
+            CREATE_DQN,
+            "DI-engine config key 'reward_model' cannot be honoured: ding_dist has no reward models",
         ),
         (
             _dqn_main(),
@@ -306,6 +324,10 @@ def test_refuses_what_it_cannot_honour(main, create, message):
     with pytest.raises(ConfigError) as info:
         load_config((main, create))
     assert message in str(info.value)
+    if "dqnn" in message:  # a typo gets the name it is close to; a policy or section ding_dist lacks gets none
+        assert str(info.value).endswith("(closest: 'dqn')")
+    if "'dt'" in message or "reward model" in message:
+        assert "closest" not in str(info.value) and "did you mean" not in str(info.value)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("Box2D") is not None, reason="Box2D is installed here")

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
 import pytest
+import torch
 
-from ding_dist.config import ConfigError
+from ding_dist.config import ConfigError, ding_dialect, read_config
 from ding_dist.entry import pipeline
 from ding_dist.entry.experiment import load_config
+from ding_dist.policy import IMPALAPolicy
 
 DING_IMPALA = Path(__file__).resolve().parent / "ding_files" / "cartpole_impala_ding_config.py"
 
@@ -22,8 +26,39 @@ def test_di_engine_impala_file_gets_its_meaning():
     # unroll_len 32 on each of the 8 envs; DI-engine uses each step 4 x 16 / 16 = 4 times: 4 passes here
     assert (p.collect.n_sample, p.learn.epoch_per_collect, p.learn.batch_size) == (256, 4, 256)
     assert (p.collect.discount_factor, p.learn.vtrace_lambda, p.learn.rho_bar, p.learn.c_bar) == (0.9, 0.95, 1.0, 1.0)
-    assert (p.learn.learning_rate, p.learn.value_weight, p.learn.entropy_weight) == (0.0005, 0.5, 0.0001)
+    # DI-engine's value_weight=0.5 weighs the MSE; ours weighs 0.5 * MSE: twice the weight, the same critic loss
+    assert (p.learn.learning_rate, p.learn.value_weight, p.learn.entropy_weight) == (0.0005, 1.0, 0.0001)
     assert p.eval.eval_freq == 50 * 256  # 200 train iters at 4 per collect of 256 env steps
+
+
+@pytest.mark.parametrize("value_weight", [0.5, 0.3])
+def test_di_engine_impala_file_trains_its_critic_with_di_engines_weight(value_weight):
+    """DI-engine 0.5.3 (ding/rl_utils/vtrace.py, ding/policy/impala.py): ``total = policy_loss + value_weight *
+    mean((V - v_s)^2) - entropy_weight * entropy``; the translated file's loss is that sum, for its own weight."""
+    cfg = load_config(DING_IMPALA, overrides=[f"policy.learn.value_weight={value_weight}"])
+    cfg.policy.learn.update(epoch_per_collect=1, batch_size=4 * 3)  # one update on the whole [4, 3] rollout
+    torch.manual_seed(0)
+    policy = IMPALAPolicy(cfg.policy, gym.spaces.Box(-1.0, 1.0, (4,), np.float32), gym.spaces.Discrete(2))
+    rng = np.random.default_rng(0)
+    rollout = {
+        "obs": rng.uniform(-1, 1, (4, 3, 4)).astype(np.float32),
+        "next_obs": rng.uniform(-1, 1, (4, 3, 4)).astype(np.float32),
+        "last_obs": rng.uniform(-1, 1, (3, 4)).astype(np.float32),
+        "action": rng.integers(0, 2, (4, 3)),
+        "logp": np.log(rng.uniform(0.2, 0.8, (4, 3))).astype(np.float32),
+        "reward": rng.normal(3.0, 2.0, (4, 3)).astype(np.float32),  # targets far from V: a large MSE
+        "terminated": np.zeros((4, 3), bool),
+        "truncated": np.zeros((4, 3), bool),
+    }
+    stats = policy.learn(rollout)
+    mse = 2 * stats["value_loss"].item()  # the stat is 0.5 * MSE (tests/policy/test_impala.py checks it by hand)
+    di_engine_total = stats["policy_loss"].item() + value_weight * mse - 1e-4 * stats["entropy"].item()
+    assert mse > 1.0 and stats["loss"].item() == pytest.approx(di_engine_total, rel=1e-6)
+    main, create = read_config(DING_IMPALA)
+    main.policy.learn.value_weight = value_weight
+    *_, report = ding_dialect.translate_ding_config(main, create, (), DING_IMPALA.name)
+    (line,) = [text for text in report.of("converted") if text.startswith("policy.learn.value_weight")]
+    assert line.startswith(f"policy.learn.value_weight={value_weight} -> policy.learn.value_weight={2 * value_weight}")
 
 
 @pytest.mark.parametrize(

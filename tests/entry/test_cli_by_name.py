@@ -37,5 +37,9 @@ def test_by_name_needs_both_and_no_config(capsys):
     assert cli.main(["train", "configs/cartpole_ppo_config.py", "--algo", "ppo", "--env", "CartPole-v1"]) == 2
     assert cli.main(["train", "--algo", "pop", "--env", "CartPole-v1"]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 3
-    assert "registered: " in err[2]
+    assert err[:2] == [
+        "ding-dist: error: --algo needs --env ENV_ID too (e.g. --algo ppo --env Pendulum-v1)",
+        "ding-dist: error: give CONFIG ('configs/cartpole_ppo_config.py') or --algo and --env, not both: --algo ALGO "
+        "--env ENV_ID trains without a config file",
+    ]
+    assert len(err) == 3 and "registered: " in err[2]

@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 
 from ding_dist.config.describe import KEY_MEANINGS, describe, markdown_table
+from ding_dist.config.split import SPLIT_KEYS
 from ding_dist.entry import cli
+from ding_dist.envs import env_default_config
+from ding_dist.policy import POLICY_REGISTRY, get_policy_cls
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*_config.py"))
 
@@ -43,5 +46,24 @@ def test_policy_specific_meaning_wins():
     assert ppo.meaning == KEY_MEANINGS["ppo:policy.learn.batch_size"]
     assert dqn.meaning == KEY_MEANINGS["policy.learn.batch_size"]
     assert markdown_table([dqn], strip="policy.").splitlines()[2] == (
-        "| `learn.batch_size` | 64 | batch per update, global (each rank: batch_size / N) |"
+        "| `learn.batch_size` | 64 | batch per update, the run's total (each rank: batch_size / N) |"
     )
+
+
+def test_markdown_keeps_the_value_column(capsys):
+    assert cli.main(["config", "show", "cartpole_ppo", "--markdown", "--set", "env.collector_env_num=4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["| key | value | default | meaning |", "|---|---|---|---|"]
+    (row,) = [line for line in lines if line.startswith("| `env.collector_env_num` |")]
+    assert row.split(" | ")[1:3] == ["4", "8"]  # the resolved value, then the default
+
+
+@pytest.mark.parametrize("policy_type", sorted(POLICY_REGISTRY))
+def test_every_key_split_over_the_ranks_says_it_is_the_runs_total(policy_type):
+    """What N processes share out (SPLIT_KEYS, and the replay capacity) is described as the run's total, never as
+    a per-rank size."""
+    schema = {"env": env_default_config(), "policy": get_policy_cls(policy_type).default_config()}
+    rows = {r.key: r.meaning for r in describe(schema, schema, policy_type)}
+    split = [k for k in rows if k in SPLIT_KEYS or k.endswith("replay_buffer_size")]
+    assert "env.collector_env_num" in split and "policy.collect.n_sample" in split
+    assert {k: rows[k] for k in split if "the run's total" not in rows[k] or "per rank" in rows[k]} == {}

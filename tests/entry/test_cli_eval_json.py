@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ding_dist.entry import cli
+from ding_dist.utils.install import install_hint
 
 PPO = Path(__file__).resolve().parents[2] / "configs" / "cartpole_ppo_config.py"
 
@@ -99,7 +100,6 @@ def test_missing_moviepy_is_one_line_with_the_one_install_command(tmp_path, shor
     assert cli.main(["eval", "--ckpt", str(short_run), "--episodes", "1", "--video", str(out)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert [line for line in err if " INFO ding_dist." not in line] == [
-        "ding-dist: error: writing MP4 videos needs moviepy, part of the render extra: "
-        'pip install -e ".[render]" in the ding_dist checkout'
+        f"ding-dist: error: writing MP4 videos needs moviepy, part of the render extra: {install_hint('render')}"
     ]
     assert list(tmp_path.iterdir()) == []

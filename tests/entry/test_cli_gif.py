@@ -14,6 +14,7 @@ from easydict import EasyDict
 
 from ding_dist.entry import cli
 from ding_dist.entry.cli.video import record_gif, write_gif
+from ding_dist.utils.install import install_hint
 
 Image = pytest.importorskip("PIL.Image")
 PPO = Path(__file__).resolve().parents[2] / "configs" / "cartpole_ppo_config.py"
@@ -113,8 +114,7 @@ def test_missing_pygame_is_one_line_with_the_one_install_command(tmp_path, ppo_r
     assert cli.main(["eval", "--ckpt", str(ppo_run), "--episodes", "1", "--gif", str(out)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert [line for line in err if " INFO ding_dist." not in line] == [
-        "ding-dist: error: rendering 'CartPole-v1' needs pygame, part of the render extra: "
-        'pip install -e ".[render]" in the ding_dist checkout'
+        f"ding-dist: error: rendering 'CartPole-v1' needs pygame, part of the render extra: {install_hint('render')}"
     ]
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
@@ -125,3 +125,17 @@ def test_eval_gif_needs_gif_suffix(tmp_path, ppo_run, capsys):
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "--gif must end in .gif" in lines[0]
     assert not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.parametrize(("flag", "name"), [("--gif", "x.gif"), ("--video", "x.mp4")])
+def test_an_output_that_cannot_be_written_is_one_line_before_any_episode(tmp_path, ppo_run, capsys, flag, name):
+    capsys.readouterr()
+    (tmp_path / "a_file").write_text("")
+    blocked = tmp_path / "a_file" / name
+    for out, why in ((f"/sys/{name}", "Permission denied at '/sys'"), (blocked, f"'{tmp_path / 'a_file'}' is a file")):
+        code = cli.main(["eval", "--ckpt", str(ppo_run), "--episodes", "1", flag, str(out)])
+        captured = capsys.readouterr()
+        lines = [line for line in captured.err.splitlines() if " INFO ding_dist." not in line]
+        assert code == 2
+        assert lines == [f"ding-dist: error: {flag} '{out}' cannot be written ({why}); choose another path"]
+        assert captured.out == ""  # no evaluation ran, nothing was rendered

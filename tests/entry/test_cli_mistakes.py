@@ -55,7 +55,7 @@ def test_dqn_on_box_action_space(tmp_path, capsys):
 def test_nproc_that_cannot_split_the_batch(tmp_path, capsys):
     argv = ["train", str(CONFIGS / "cartpole_ppo_config.py"), "--nproc", "3", "--exp-dir", str(tmp_path / "run")]
     err = _error_line(capsys, argv)
-    assert "policy.learn.batch_size=256 cannot be split over 3 processes: use 255 or 258" in err
+    assert "batch_size=256 cannot be split over 3 processes: --set policy.learn.batch_size=255 or 258" in err
     assert not (tmp_path / "run").exists()
 
 
@@ -64,7 +64,8 @@ def test_learners_that_cannot_split_the_batch(tmp_path, capsys):
     argv = ["train", str(CONFIGS / "cartpole_ppo_config.py"), "--actors", "3", "--learners", "3",
             "--exp-dir", str(tmp_path / "run")]  # fmt: skip
     err = _error_line(capsys, argv)
-    assert "policy.learn.batch_size=256 cannot be split over 3 processes: use 255 or 258 (or another --learners)" in err
+    assert "batch_size=256 cannot be split over 3 processes: --set policy.learn.batch_size=255 or 258" in err
+    assert err.rstrip().endswith("; or --learners 1, 2, 4 or 8, which split every size")
     assert not (tmp_path / "run").exists()
 
 
@@ -82,7 +83,16 @@ def test_more_processes_than_cores_warns_once(monkeypatch, capsys):
 def test_nproc_that_cannot_split_the_envs(tmp_path, capsys):
     argv = ["train", str(CONFIGS / "cartpole_ppo_config.py"), "--nproc", "3", "--exp-dir", str(tmp_path / "run")]
     err = _error_line(capsys, [*argv, "--set", "policy.learn.batch_size=258", "policy.collect.n_sample=258"])
-    assert "env.collector_env_num=8 cannot be split over 3 processes: use 6 or 9 (or another --nproc)" in err
+    assert "env.collector_env_num=8 cannot be split over 3 processes: --set env.collector_env_num=6 or 9; " in err
+    assert err.rstrip().endswith("; or --nproc 1 or 2, which split every size")  # 258 and 8: both even
+
+
+def test_nproc_above_the_env_count_says_what_to_set(tmp_path, capsys):
+    """README's ``--nproc 64``: the env count to set, and the process counts that work, never an env count alone."""
+    argv = ["train", "cartpole_ppo", "--nproc", "64", "--exp-dir", str(tmp_path / "run")]
+    err = _error_line(capsys, argv)
+    assert err == ("ding-dist: error: env.collector_env_num=8 cannot be split over 64 processes: --set "
+                   "env.collector_env_num=64; or --nproc 1, 2, 4 or 8, which split every size\n")  # fmt: skip
 
 
 def test_unknown_env_by_name_names_the_env_not_a_temporary_file(tmp_path, capsys):

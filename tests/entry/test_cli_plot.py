@@ -201,7 +201,7 @@ def test_figure_draws_mean_band_smoothing_and_wall_time(tmp_path):
     np.testing.assert_allclose(smoothed.axes[0].get_lines()[0].get_ydata(), [10.0, 15.0, 40.0])
     by_wall = build_figure([alone], x="wall_time")
     assert by_wall.axes[0].get_lines()[0].get_xdata().tolist() == [0.0, 4.0, 10.0]
-    assert by_wall.axes[0].get_xlabel() == "wall time (s)"
+    assert by_wall.axes[0].get_xlabel() == "wall time (s since the first record)"  # logged without time/wall_time_s
     two = build_figure([alone], keys="eval/mean_reward,train/loss")
     assert [a.get_title() for a in two.axes] == ["eval/mean_reward", "train/loss"]
 
@@ -262,18 +262,23 @@ def test_cli_plot_options(tmp_path, capsys):
         (["--smooth", "0"], "argument --smooth: must be >= 1, got 0"),
         (["--x", "time"], "argument --x: invalid choice: 'time'"),
         (["{missing}"], "experiment folder '{missing}' does not exist"),
+        (["--out", "/sys/ding_dist_curve.png"], "--out '/sys/ding_dist_curve.png' cannot be written (Permission "),
+        (["--out", "{run}"], "--out must end in .png"),
+        (["--out", "{run}.png/curve.png"], "cannot be written ('{run}.png' is a file); choose another path"),
     ],
 )
 def test_bad_plot_input_is_one_line_and_exit_2(tmp_path, capsys, extra, needle):
     run = _run(tmp_path / "r", 0, {100: 1.0})
+    (tmp_path / "r.png").write_text("")
     missing = str(tmp_path / "nope")
     try:
-        code = main(["plot", str(run), *[a.format(missing=missing) for a in extra]])
+        code = main(["plot", str(run), *[a.format(missing=missing, run=run) for a in extra]])
     except SystemExit as e:  # argparse errors
         code = e.code
     lines = _err(capsys)
     assert code == 2
-    assert len(lines) == 1 and needle.format(missing=missing) in lines[0], lines
+    assert len(lines) == 1 and needle.format(missing=missing, run=run) in lines[0], lines
+    assert capsys.readouterr().out == ""  # refused before any run was read
     if "unknown key" in needle:  # the keys that exist are listed
         assert "keys available: eval/mean_reward, train/loss" in lines[0]
     assert not (run / "learning_curve.png").exists()
@@ -298,3 +303,72 @@ def test_real_runs_group_by_seed(tmp_path):
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels == ["learning_rate=0.0023 (n=2)", "learning_rate=0.01"]
     assert len(fig.axes[0].collections) == 1
+
+
+@pytest.mark.parametrize("groups", [3, 4, 7])
+def test_long_labels_keep_the_legend_inside_the_image(tmp_path, groups):
+    """Three or more lines whose labels name long config values: the legend fits the PNG, no label cut at an edge."""
+    dirs = []
+    for g in range(groups):
+        for seed in (1, 2):  # a group of seeds: "(n=2)" or "(n=2, 1 ended early)" joins the label
+            steps = {100: 1.0, 200: 2.0} if seed == 1 or g % 2 else {100: 1.0}
+            folder = tmp_path / f"g{g}_s{seed}"
+            _run(folder, seed, steps, lr=0.0001234567 * (g + 1))
+            (folder / "config.py").write_text(
+                f"main_config = dict(exp_name='x', seed={seed}, env=dict(id='VeryLongEnvironmentName{g}-v{g}'), "
+                f"policy=dict(learn=dict(learning_rate={0.0001234567 * (g + 1)}), model=dict(hidden_sizes="
+                f"[{256 + g}, {256 + g}, {256 + g}])))\ncreate_config = dict(policy=dict(type='dqn'))\n"
+            )
+            dirs.append(folder)
+    for keys in ("eval/mean_reward", "eval/mean_reward,train/loss"):
+        fig = build_figure(dirs, keys=keys)
+        fig.canvas.draw()
+        (legend,) = fig.legends
+        assert len(legend.get_texts()) == groups and max(len(t.get_text()) for t in legend.get_texts()) > 60
+        renderer = fig.canvas.get_renderer()
+        box = legend.get_window_extent(renderer)
+        assert 0 <= box.x0 and box.x1 <= fig.bbox.x1 and 0 <= box.y0 and box.y1 <= fig.bbox.y1
+        for text in legend.get_texts():
+            extent = text.get_window_extent(renderer)
+            assert 0 <= extent.x0 and extent.x1 <= fig.bbox.x1
+        for ax in fig.axes:
+            assert not _overlaps(box, ax.get_window_extent(renderer))
+
+
+def test_wall_time_leaves_out_the_pause_before_a_resume(tmp_path):
+    """--x wall_time is the training clock (time/wall_time_s): a run resumed 1000 s later goes on where it stopped;
+    a record without that key (an evaluation of its own) is placed by its env step between the clock's records."""
+    run = _run(tmp_path / "r", 0, {})
+    with MetricWriter(run / "tb", tensorboard=False) as w:
+        for step, train_s in ((100, 5.0), (200, 10.0), (300, 26.0), (400, 30.0)):  # 300, 400: after the resume
+            w.scalars({"eval/mean_reward": step / 100, "time/wall_time_s": train_s}, step)
+        w.scalars({"eval/mean_reward": 2.5}, 250)
+    path = run / "tb" / "metrics.jsonl"
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    for rec in recs:  # the record times: the resume came 1000 s after the last record before it
+        rec["wall_time"] = {100: 0.0, 200: 5.0, 250: 1011.0, 300: 1016.0, 400: 1020.0}[rec["step"]]
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    line = build_figure([run], x="wall_time").axes[0].get_lines()[0]
+    assert line.get_xdata().tolist() == [5.0, 10.0, 18.0, 26.0, 30.0]  # 250: halfway between 10 and 26
+    assert line.get_ydata().tolist() == [1.0, 2.0, 2.5, 3.0, 4.0]
+    assert build_figure([run], x="wall_time").axes[0].get_xlabel() == (
+        "training time (s; pauses before a resume left out)"
+    )
+
+
+def test_band_iqm_draws_the_interquartile_mean_and_its_bootstrap_interval(tmp_path):
+    # five seeds, one far off: the IQM (middle three) differs from the mean at every step
+    values = {1: 1.0, 2: 2.0, 3: 3.0, 4: 4.0, 5: 100.0}
+    runs = [_run(tmp_path / f"s{s}", s, {100: v, 200: 2.0 * v}) for s, v in values.items()]
+    xs, ys, upper = _seed_line(build_figure(runs, band="iqm"))
+    middle = sorted(values.values())[1:4]  # floor(5 / 4) = 1 cut from each end
+    assert xs.tolist() == [100.0, 200.0]
+    np.testing.assert_allclose(ys, [sum(middle) / 3, 2.0 * sum(middle) / 3])  # 3.0 and 6.0; the mean is 22, 44
+    # the band: 2000 resamples of the five seeds with replacement (seed 0), the IQM of each, the 97.5th percentile
+    rng = np.random.default_rng(0)
+    seeds = np.array(list(values.values()))
+    draws = seeds[rng.integers(0, 5, size=(2000, 5, 1))].reshape(2000, 5)
+    iqms = [np.sort(d)[1:4].mean() for d in draws]
+    np.testing.assert_allclose(upper, [np.percentile(iqms, 97.5), 2.0 * np.percentile(iqms, 97.5)])
+    assert build_figure(runs).legends[0].get_title().get_text().startswith("mean and 95% CI")
+    assert build_figure(runs, band="iqm").legends[0].get_title().get_text().startswith("IQM and stratified")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 import torch
 
 from ding_dist.config import read_config, save_config
-from ding_dist.utils import load_checkpoint, save_checkpoint
+from ding_dist.utils import load_checkpoint, read_metrics, save_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 DQN_CONFIG = REPO / "configs" / "cartpole_dqn_config.py"
@@ -151,4 +152,85 @@ def test_eval_defaults_to_the_run_config_and_names_a_checkpoint_of_another_polic
     assert line.startswith(f"ding-dist: error: checkpoint '{tmp_path / 'old.pt'}' does not fit this config's "
                            "policy 'ppo': ")  # fmt: skip
     line = _error_line(_eval(capsys, "--ckpt", tmp_path / "old.pt"))
-    assert line.endswith("is not in a run folder with a saved config.py: give CONFIG")
+    assert line.endswith("is not in a run folder with a saved config.json: give CONFIG")
+
+
+def test_a_larger_budget_continues_a_run_that_reached_its_stop_value(tmp_path):
+    """README's first command, then ``train --resume RUN --max-env-steps N`` (train --help's example): the run trains
+    on to N instead of "already done"; env.stop_value=None is said, shown as a diff and saved for later resumes."""
+    done = _cli("train", DQN_CONFIG, "--exp-dir", "run", "--max-env-steps", "2048", "--set", *FAST,
+                "env.stop_value=0", "policy.eval.eval_freq=256", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = tmp_path / "run"
+    assert _ckpts(run) == ["ckpt_000000256.pt"]  # solved at its first evaluation
+    done = _cli("train", "--resume", "run", "--max-env-steps", "768", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[0] == (
+        "ding-dist: run 'run' reached env.stop_value=0 at env step 256; it continues to --max-env-steps 768 with "
+        "env.stop_value=None (--set env.stop_value=V stops it at V instead)"
+    )
+    assert done.stdout.splitlines()[-1].startswith("trained 768 env steps")
+    assert "\n-        'stop_value': 0,\n+        'stop_value': None,\n" in done.stderr
+    assert read_config(run / "config_resume1.json")[0].env.stop_value is None
+    # the training clock of `plot --x wall_time` goes on across the resume, on result.json's clock
+    clock = [(r["step"], r["time/wall_time_s"]) for r in read_metrics(run / "tb") if "time/wall_time_s" in r]
+    assert [s for s, _ in clock] == sorted(s for s, _ in clock) and clock[-1][0] == 768
+    assert all(b >= a for (_, a), (_, b) in zip(clock, clock[1:]))
+    assert 0 < clock[-1][1] <= json.loads((run / "result.json").read_text())["wall_time_s"]
+    # a stop value given with it is kept: the run is done at once, as before
+    done = _cli("train", "--resume", "run", "--max-env-steps", "1024", "--set", "env.stop_value=0", cwd=tmp_path)
+    assert done.returncode == 0 and "is already done at env step 768" in done.stdout, done.stdout
+    # a budget it has reached already: done, the budget named
+    done = _cli("train", "--resume", "run", "--max-env-steps", "512", cwd=tmp_path)
+    assert done.stdout.strip().endswith("to continue, give --max-env-steps above 768"), done.stdout
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_checkpoint_with_non_finite_weights_is_refused_in_one_line_by_eval_and_resume(trained, tmp_path, capsys,
+                                                                                        bad):  # fmt: skip
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    ckpt = run / "ckpt" / "ckpt_000000512.pt"
+    state = load_checkpoint(ckpt)
+    weight = next(k for k in state["policy"]["model"] if k.endswith("weight"))
+    state["policy"]["model"][weight][0, :3] = bad
+    save_checkpoint(state, ckpt)
+    want = (f"ding-dist: error: checkpoint '{ckpt}' holds non-finite weights (NaN or inf): 'model.{weight}' has 3 of "
+            f"{state['policy']['model'][weight].numel()} values non-finite")  # fmt: skip
+    for where in (run, ckpt):
+        assert _error_line(_eval(capsys, "--ckpt", where, "--episodes", "1")).startswith(want)
+    assert _error_line(_eval(capsys, DQN_CONFIG, "--ckpt", ckpt, "--episodes", "1")).startswith(want)
+    assert _error_line(_cli("resume", run, "--max-env-steps", "1024", cwd=tmp_path)).startswith(want)
+    assert _ckpts(run) == ["ckpt_000000512.pt"]  # nothing trained, nothing written
+
+
+def test_a_copied_run_folder_runs_no_code_on_eval_or_resume(trained, tmp_path, capsys):
+    """A run folder from elsewhere whose config.py would write a marker: eval and resume read its config.json (data)
+    and never execute that file, also when the user names a trusted CONFIG of their own."""
+    run, marker = tmp_path / "run", tmp_path / "ran"
+    shutil.copytree(trained, run)
+    assert sorted(p.name for p in run.glob("config*")) == ["config.json", "config.py"]
+    with (run / "config.py").open("a") as f:
+        f.write(f"open({str(marker)!r}, 'w').close()\n")
+    ckpt = run / "ckpt" / "ckpt_000000512.pt"
+    assert _eval(capsys, "--ckpt", run, "--episodes", "1").returncode == 0  # the run's config.json
+    done = _cli("resume", run, "--max-env-steps", "768", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = _cli("train", DQN_CONFIG, "--resume", run, "--max-env-steps", "1024", "--set", *FAST, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]  # compared with the run's config as data: no diff, no new file
+    assert "another config" not in done.stderr and not (run / "config_resume1.json").exists()
+    old = load_checkpoint(ckpt)  # no policy type recorded, and it does not fit PPO: the run's type is looked up
+    old.pop("policy_type")
+    save_checkpoint(old, ckpt)
+    line = _error_line(_eval(capsys, PPO_CONFIG, "--ckpt", ckpt, "--episodes", "1"))
+    assert line.startswith(f"ding-dist: error: checkpoint '{ckpt}' was trained by policy 'dqn' (its run's config)")
+    assert not marker.exists()
+    (run / "config.json").unlink()  # a run of an older ding_dist: its config.py is read only when named
+    line = _error_line(_cli("resume", run, cwd=tmp_path))
+    assert line == (f"ding-dist: error: --resume '{run}' has no saved config.json: give CONFIG; its config.py (written "
+                    "by an older ding_dist) is Python and runs as code, so it is read only when you name it, if you "
+                    f"trust it: ding-dist train {run / 'config.py'} --resume {run}")  # fmt: skip
+    assert _error_line(_eval(capsys, "--ckpt", run)).endswith(f"ding-dist eval {run / 'config.py'} --ckpt {run}")
+    assert not marker.exists()
+    assert _cli("train", run / "config.py", "--resume", run, "--max-env-steps", "1280", cwd=tmp_path).returncode == 0
+    assert marker.exists()  # named on the command line: run as code, as the user asked

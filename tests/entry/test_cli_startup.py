@@ -60,3 +60,24 @@ def test_unrelated_flag_gets_no_suggestion(capsys):
     with pytest.raises(SystemExit):
         main(["train", "cfg.py", "--zzzzzz"])
     assert "did you mean" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["eval", "--ckpt", "r", "--set", "a=1"], "unrecognized arguments: --set; eval takes no --set (train, resume "
+         "and config show do) (see 'ding-dist eval --help')"),
+        (["config", "show", "c.py", "--seed", "1"], "unrecognized arguments: --seed 1; config show takes no --seed "
+         "(train, resume and eval do) (see 'ding-dist config show --help')"),
+        (["plot", "r", "--episodes", "3"], "unrecognized arguments: --episodes 3; plot takes no --episodes (eval does) "
+         "(see 'ding-dist plot --help')"),
+        (["eval", "--ckpt", "r", "--sed", "1"], "unrecognized arguments: --sed; did you mean --seed? (see "
+         "'ding-dist eval --help')"),  # close to one of eval's own flags
+    ],
+)  # fmt: skip
+def test_another_commands_flag_is_named_as_such_not_suggested(argv, line, capsys):
+    """Suggestions come from the command the flag was given to; a flag of other commands says which take it."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == f"ding-dist: error: {line}\n"

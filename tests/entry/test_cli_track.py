@@ -15,6 +15,7 @@ import pytest
 
 from ding_dist.entry.cli import main
 from ding_dist.utils import MetricWriter
+from ding_dist.utils.install import install_hint
 
 REPO = Path(__file__).resolve().parents[2]
 DQN_CONFIG = REPO / "configs" / "cartpole_dqn_config.py"
@@ -48,7 +49,8 @@ def test_track_without_wandb_is_one_line_and_exit_2(tmp_path, capsys, monkeypatc
     code = main(["train", str(DQN_CONFIG), "--track", "--exp-dir", str(tmp_path / "run"), "--max-env-steps", "64"])
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2
-    assert lines == ["ding-dist: error: --track needs the wandb package: pip install -e .[wandb]"]
+    assert lines == [f"ding-dist: error: --track needs the wandb package: {install_hint('wandb')}"]
+    assert install_hint("wandb").endswith('"')  # quoted (an editable checkout's [wandb] or the requirements): no glob
     assert not (tmp_path / "run").exists()  # refused before anything started
 
 

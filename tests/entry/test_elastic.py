@@ -145,3 +145,43 @@ def test_a_node_joins_then_dies_and_the_job_reforms_each_time(tmp_path, hosts):
     print(f"{hosts}: alone to {alone[0]}, joined at {rejoins[0]}, 2 processes to {before_kill[0]}, node killed, "
           f"the survivor's collective failed at {failed}, continued from {rejoins[1]}; checkpoint interval 256 env "
           "steps")  # fmt: skip
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("how", ["leave", "kill-agent"])
+def test_a_node_that_leaves_lets_the_other_continue_alone_and_every_process_exits(tmp_path, how):
+    """``leave``: SIGTERM to the second node's agent (a pod eviction); ``kill-agent``: SIGKILL of that agent only
+    (its worker must not stay as an orphan). The first node continues at one process to the end; the second node's
+    processes are gone within 30 s. Localhost (two agents on one machine)."""
+    exp, logs = tmp_path / "run", [tmp_path / "node0.log", tmp_path / "node1.log"]
+    port = free_port()
+    procs: list[subprocess.Popen] = []
+    try:
+        procs.append(_agent("127.0.0.1", port, exp, logs[0], None, True))
+        _wait("a checkpoint of one process", lambda: _newest(exp / "ckpt"), procs)
+        procs.append(_agent("127.0.0.1", port, exp, logs[1], None, False))
+        _wait("a checkpoint of two processes", lambda: (n := _newest(exp / "ckpt")) and n[1] == 2 and n, procs)
+        second = _descendants(procs[1].pid)
+        procs[1].send_signal(signal.SIGTERM if how == "leave" else signal.SIGKILL)
+        procs[1].wait(60)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and [p for p in second if _alive(p)]:
+            time.sleep(0.2)
+        assert [p for p in second if _alive(p)] == [], "the second node's processes outlived it"
+        code = procs[0].wait(300)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    text = logs[0].read_text() + logs[1].read_text()
+    assert code == 0, text[-3000:]
+    result = json.loads((exp / "result.json").read_text())
+    assert (result["env_steps"], result["world_size"]) == (STEPS, 1), text[-3000:]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

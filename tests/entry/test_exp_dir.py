@@ -31,3 +31,36 @@ def test_second_run_goes_to_a_new_folder_and_explicit_reuse_is_refused(tmp_path,
     with pytest.raises(FileExistsError, match="already holds a run"):
         pipeline.train(CONFIG, max_env_steps=256, overrides=FAST, exp_dir=first["exp_dir"])
     assert cli_main(["train", CONFIG, "--exp-dir", first["exp_dir"], "--max-env-steps", "256"]) == 2
+
+
+def test_the_cli_says_once_which_folder_it_chose_and_shows_folders_as_given(tmp_path, monkeypatch, capsys):
+    """The default folder is chosen (and its log line printed) once, by the command, which every rank then gets; an
+    absolute --exp-dir is shown absolute."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "cartpole_dqn").mkdir(parents=True)
+    (tmp_path / "runs" / "cartpole_dqn" / "result.json").write_text("{}")
+    assert cli_main(["train", CONFIG, "--max-env-steps", "64", "--set", *FAST]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("runs/cartpole_dqn already holds a run; this one goes to runs/cartpole_dqn_") == 1
+    (chosen,) = [p for p in (tmp_path / "runs").iterdir() if p.name != "cartpole_dqn"]
+    assert out.rstrip().endswith(f"; result: runs/{chosen.name}/result.json")
+    absolute = tmp_path / "abs"
+    assert cli_main(["train", CONFIG, "--max-env-steps", "64", "--exp-dir", str(absolute), "--set", *FAST]) == 0
+    out, err = capsys.readouterr()
+    assert out.rstrip().endswith(f"; result: {absolute}/result.json") and f"exp dir {absolute}\n" in err
+
+
+def test_a_rank_leaves_the_interrupt_line_to_its_launcher(monkeypatch, capsys):
+    """Ctrl-C with --nproc: the launcher says "stopped by SIGINT" once; the ranks say nothing more."""
+    from ding_dist.entry.cli import commands
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(commands, "_config_show", interrupted)
+    monkeypatch.delenv("RANK", raising=False)
+    assert cli_main(["config", "show", CONFIG]) == 130
+    assert capsys.readouterr().err == "ding-dist: interrupted\n"
+    monkeypatch.setenv("RANK", "1")
+    assert cli_main(["config", "show", CONFIG]) == 130
+    assert capsys.readouterr().err == ""

@@ -212,3 +212,29 @@ def test_slow_rank_is_preempted_and_counters_stay_global(run_ranks, tmp_path):
         assert same(r["never"]["result"]) == same(r["off"]["result"])
     np.testing.assert_array_equal(r0["never"]["params"], r0["off"]["params"])
     np.testing.assert_array_equal(r0["off"]["params"], r1["off"]["params"])
+
+
+def test_a_stop_signal_delivered_again_is_one_stop_and_a_later_one_stops_at_once(monkeypatch):
+    """Real signals to this process: the first starts a checkpointed stop, copies within SAME_STOP_S (the process
+    group's and the launcher's forwarded one) are the same stop, a signal after that exits at once with its code.
+    Before, the forwarded copy was taken for a second signal (SystemExit at once, no checkpoint of the step)."""
+    import os
+    import signal
+
+    from ding_dist.entry.services import failures
+
+    monkeypatch.setattr(failures, "SAME_STOP_S", 0.3)
+    for sig, code in ((signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGUSR1, 138)):
+        with failures.Preemption(world=1) as preempted:
+            assert not preempted.requested()
+            os.kill(os.getpid(), sig)
+            time.sleep(0.01)  # the handler runs between bytecodes
+            assert preempted.requested() and preempted.signal_name == signal.Signals(sig).name
+            os.kill(os.getpid(), signal.SIGTERM)  # the launcher's forwarded copy, a few ms later
+            time.sleep(0.01)
+            assert preempted.requested()
+            time.sleep(0.35)
+            with pytest.raises(SystemExit) as stopped:
+                os.kill(os.getpid(), signal.SIGTERM)  # a second signal, well after the first
+                time.sleep(0.01)
+            assert stopped.value.code == code  # the code of the stop under way

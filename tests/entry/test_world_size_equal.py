@@ -37,15 +37,16 @@ def _rollout(t: int, n_envs: int) -> dict[str, np.ndarray]:
     }
 
 
-def _first_update(policy_cls: type, adv_norm: bool) -> tuple[list[int], np.ndarray]:
+def _first_update(policy_cls: type, adv_norm: bool, batch_size: int = N_SAMPLE) -> tuple[list[int], np.ndarray]:
     """One learn call on this rank's share, as the pipeline splits a global config: its per-rank config comes
-    from ``split_config`` (what ``DataParallelLoop`` calls), its rollout has that config's shape."""
+    from ``split_config`` (what ``DataParallelLoop`` calls), its rollout has that config's shape. ``batch_size``
+    below ``N_SAMPLE``: minibatches of fewer env columns than a rank holds (IMPALA: planned over the global ones)."""
     rank, world = dd.get_rank(), dd.get_world_size()
     cfg = policy_cls.default_config()
     cfg.device = "cpu"
     cfg.model.hidden_sizes = [16]
-    # One minibatch of the whole (global) rollout per epoch: its composition does not depend on the shuffle.
-    cfg.learn.update(epoch_per_collect=3, batch_size=N_SAMPLE, adv_norm=adv_norm, grad_clip_norm=None)
+    # N_SAMPLE: one minibatch of the whole (global) rollout per epoch, whatever the shuffle
+    cfg.learn.update(epoch_per_collect=3, batch_size=batch_size, adv_norm=adv_norm, grad_clip_norm=None)
     cfg.collect.n_sample = N_SAMPLE
     part = split_config(EasyDict(env=dict(collector_env_num=N_ENVS), policy=cfg), world)
     envs, steps = part.env.collector_env_num, -(-part.policy.collect.n_sample // part.env.collector_env_num)
@@ -56,16 +57,22 @@ def _first_update(policy_cls: type, adv_norm: bool) -> tuple[list[int], np.ndarr
     torch.manual_seed(0)
     policy = policy_cls(part.policy, OBS, ACT)
     policy.learn(share)
-    return [steps, envs, part.policy.learn.batch_size], torch.cat(
+    return [steps, envs, part.policy.learn.batch_size, policy.train_iter], torch.cat(
         [p.detach().flatten() for p in policy.model.parameters()]
     ).numpy()
 
 
 def _first_updates() -> dict:
+    torch.set_num_threads(1)
     return {
-        (name, adv_norm): _first_update(cls, adv_norm)
-        for name, cls in (("ppo", PPOPolicy), ("impala", IMPALAPolicy))
-        for adv_norm in (True, False)
+        **{
+            (name, adv_norm, N_SAMPLE): _first_update(cls, adv_norm)
+            for name, cls in (("ppo", PPOPolicy), ("impala", IMPALAPolicy))
+            for adv_norm in (True, False)
+        },
+        # IMPALA's minibatches of 1 and 2 env columns of 16 steps, smaller than one rank's 2 columns (a rank may
+        # hold none of a minibatch): 4 and 2 updates per pass on 1 process and on 2 ranks
+        **{("impala", True, batch): _first_update(IMPALAPolicy, True, batch) for batch in (16, 32)},
     }
 
 
@@ -73,9 +80,10 @@ def test_first_ppo_and_impala_updates_of_two_ranks_equal_one_process(run_ranks):
     whole = _first_updates()
     split = run_ranks(_first_updates, 2)
     for key, (shape, params) in whole.items():
-        assert shape == [16, 4, 64], key  # one process: 16 steps of 4 envs, minibatch 64
-        for rank in (0, 1):
-            assert split[rank][key][0] == [16, 2, 32], key  # the same horizon: half the envs, half the batch
+        batch, updates = key[2], 3 * N_ENVS // (key[2] // 16)  # 3 passes of minibatches of whole columns
+        assert shape == [16, 4, batch, updates], key  # one process: 16 steps of 4 envs
+        for rank in (0, 1):  # the same horizon and updates: half the envs, half the batch
+            assert split[rank][key][0] == [16, 2, batch // 2, updates], key
         np.testing.assert_array_equal(split[0][key][1], split[1][key][1])
         np.testing.assert_allclose(
             split[0][key][1], params, rtol=1e-6, atol=1e-6 * np.abs(params).max(), err_msg=str(key)

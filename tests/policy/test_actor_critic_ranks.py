@@ -105,6 +105,8 @@ def _all_updates() -> dict:
         "ddpg": _replay_updates(DDPGPolicy),
         "a2c": _rollout_updates(A2CPolicy),
         "pg": _rollout_updates(PGPolicy, n_episode=6),
+        # DI-engine's minibatches of a global 16 over the ranks' episodes (a rank may hold none of a minibatch)
+        "pg_minibatch": _rollout_updates(PGPolicy, learn=dict(batch_size=16), n_episode=6),
         # one global minibatch of every sample (at most 3 * 32 = 96), 2 epochs: the update of one process exactly
         "ppo_pg": _rollout_updates(PPOPGPolicy, learn=dict(batch_size=128, epoch_per_collect=2), n_episode=6),
         **replay_cases.all_updates(),
@@ -119,6 +121,7 @@ def test_two_ranks_apply_the_update_of_one_process(run_ranks):
     assert whole["a2c"][0] == [N_ENVS, 3] and split[0]["a2c"][0] == split[1]["a2c"][0] == [N_ENVS // 2, 3]
     assert whole["pg"][0][0] == N_ENVS and split[0]["pg"][0][0] == split[1]["pg"][0][0] == N_ENVS // 2
     assert split[0]["pg"][0][1] == split[1]["pg"][0][1] == whole["pg"][0][1] == 2  # steps at the same rollouts
+    assert split[0]["pg_minibatch"][0][1] == split[1]["pg_minibatch"][0][1] == whole["pg_minibatch"][0][1] == 6
     assert split[0]["ppo_pg"][0][1] == split[1]["ppo_pg"][0][1] == whole["ppo_pg"][0][1] == 4  # 2 x 2 epochs
     for key in ("ppo_offpolicy", "ppg_offpolicy", "acer"):
         assert whole[key][0] == replay_cases.BATCH and split[0][key][0] == split[1][key][0] == replay_cases.BATCH // 2

@@ -15,7 +15,7 @@ from torch.distributions import Categorical
 from ding_dist.entry import pipeline
 from ding_dist.entry.pipeline import load_config
 from ding_dist.policy import get_policy_cls
-from ding_dist.policy.pg import PGPolicy, episode_returns
+from ding_dist.policy.pg import PGPolicy, episode_minibatches, episode_returns
 
 REPO = Path(__file__).resolve().parents[2]
 DING_PG = REPO / "tests" / "config" / "ding_files" / "cartpole_pg_config.py"
@@ -104,7 +104,57 @@ def test_di_engine_pg_file_gets_di_engines_meaning():
     assert (cfg.env.id, cfg.create_config.policy.type) == ("CartPole-v0", "pg")
     assert (p.model.hidden_sizes, p.collect.n_episode, p.collect.discount_factor) == ([128, 128, 64, 64], 80, 0.9)
     assert (p.learn.learning_rate, p.learn.entropy_weight, p.learn.grad_clip_norm) == (0.001, 0.001, 5.0)
-    assert "batch_size" not in p.learn
+    assert p.learn.batch_size == 64  # DI-engine's PG loops over minibatches of it
+
+
+def _di_engine_split(length: int, split_size: int, order: np.ndarray) -> list[np.ndarray]:
+    """DI-engine 0.5.3's ``split_data_generator`` (ding/utils/default_helper.py), its loop written out."""
+    out = []
+    for i in range(0, length, split_size):
+        if i + split_size > length:
+            i = length - split_size
+        out.append(order[i : i + split_size])
+    return out
+
+
+@pytest.mark.parametrize(("total", "batch", "sizes"), [(200, 64, [64] * 4), (128, 64, [64, 64]), (7, 3, [3] * 3)])
+def test_minibatches_are_di_engines_loop(total, batch, sizes):
+    minibatches = episode_minibatches(total, batch, seed=5)
+    order = np.random.default_rng(5).permutation(total)
+    assert [len(mb) for mb in minibatches] == sizes
+    for mine, ref in zip(minibatches, _di_engine_split(total, batch, order), strict=True):
+        np.testing.assert_array_equal(mine, ref)
+    assert set(np.concatenate(minibatches)) == set(range(total))  # every sample, the tail's overlap aside
+    np.testing.assert_array_equal(episode_minibatches(5, 8, seed=0)[0], np.arange(5))  # fewer: one step on all
+    np.testing.assert_array_equal(episode_minibatches(5, None, seed=0)[0], np.arange(5))
+
+
+def test_batch_size_takes_di_engines_adam_steps_on_the_collected_episodes():
+    """10 samples, batch_size 4: DI-engine's loop takes 3 Adam steps (order[0:4], order[4:8], order[6:10])."""
+    policy = make(n_episode=2, batch_size=4, learning_rate=0.05)
+    data = rollout(5, 2, [(4, 0), (4, 1)])
+    model = copy.deepcopy(policy.model)
+    torch.manual_seed(123)
+    stats = policy.learn(data)
+    assert policy.train_iter == 3
+
+    torch.manual_seed(123)
+    order = np.random.default_rng(int(torch.randint(0, 2**62, ()))).permutation(10)  # the seed learn draws
+    obs = torch.as_tensor(np.concatenate([data["obs"][:, 0], data["obs"][:, 1]]))  # env 0's episode, then env 1's
+    action = torch.as_tensor(np.concatenate([data["action"][:, 0], data["action"][:, 1]]))
+    g = torch.as_tensor(np.concatenate([episode_returns(data["reward"][:, n], 0.5) for n in (0, 1)]))
+    adam = torch.optim.Adam(model.parameters(), lr=0.05)
+    losses = []
+    for mb in _di_engine_split(10, 4, order):
+        dist = Categorical(logits=model(obs[mb]))
+        loss = -(dist.log_prob(action[mb]) * g[mb]).mean() - 0.3 * dist.entropy().mean()
+        adam.zero_grad()
+        loss.backward()
+        adam.step()
+        losses.append(loss.item())
+    for mine, ref in zip(policy.model.parameters(), model.parameters()):
+        torch.testing.assert_close(mine, ref, rtol=1e-5, atol=1e-6)
+    assert stats["loss"].item() == pytest.approx(np.mean(losses), rel=1e-5)  # the mean over the steps
 
 
 def test_di_engine_pg_file_trains(tmp_path):

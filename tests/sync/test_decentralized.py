@@ -3,11 +3,11 @@
 A linear model ``y = X w + b`` with fixed per-rank data trains 10 SGD steps; numpy runs the same
 formulas over all ranks' weights and the trajectories are compared step by step: ``decentralized``
 against the topology's mixing matrices in float64 (allclose, observed max error 3e-7), and
-``low_precision_decentralized`` against the float32 formulas with bytegrad's 8-bit codec reproduced in
-numpy, bitwise (the local SGD step of the reference is computed by torch, as on the ranks). A port of
-Bagua's own test of ``low_precision_decentralized`` (its network, random data, flat and hierarchical on
-one node) runs in the 2- and 4-rank launches. Each launch runs many configurations, so the rank start-up
-is paid a few times only; the results are cached per module.
+``low_precision_decentralized`` against Bagua's float32 formulas and 8-bit codec reproduced in numpy, bitwise
+(the local SGD step of the reference is computed by torch, as on the ranks). A port of Bagua's own test of
+``low_precision_decentralized`` (its network, random data, flat and hierarchical on one node; test_compare's
+reference, a torch.distributed program, runs on the same ranks) runs in the 2- and 4-rank launches. Each launch
+runs many configurations, so the rank start-up is paid a few times only; the results are cached per module.
 """
 
 from __future__ import annotations
@@ -86,18 +86,30 @@ def ref_decentralized(topo: Topology, n: int, interval: int, lr: float = LR, loc
     return np.stack(traj, axis=1)  # [rank, step, weight]
 
 
+def _np_bounds(lo: np.float32, hi: np.float32) -> tuple[np.float32, np.float32]:
+    """Bagua's MinMaxUInt8 in numpy float32: scale = 255 / (max - min + 1e-7) (torch's 255 / t: 1 / t * 255),
+    the level offset round(max * scale) - 255."""
+    scale = np.float32(1.0) / (hi - lo + np.float32(1e-7)) * np.float32(255.0)
+    return scale, np.rint(hi * scale) - np.float32(255.0)
+
+
 def np_encode(d: np.ndarray) -> tuple[np.float32, np.float32, np.ndarray]:
-    """bytegrad's MinMaxUInt8Codec in numpy float32: min, step = (max - min) / 255, rounded levels."""
-    lo = d.min()
-    step = (d.max() - lo) / np.float32(255.0)
-    step = step if step > 0 else np.float32(1.0)
-    q = np.clip((d - lo) / step + np.float32(0.5), 0.0, 255.0).astype(np.uint8)
-    return lo, step, q
+    """Codes ``min(round(d * scale), round(max * scale)) - lower``, with the min and max they travel with."""
+    lo, hi = d.min(), d.max()
+    scale, lower = _np_bounds(lo, hi)
+    return lo, hi, (np.minimum(np.rint(d * scale), lower + np.float32(255.0)) - lower).astype(np.uint8)
 
 
 def np_decode(code: tuple[np.float32, np.float32, np.ndarray]) -> np.ndarray:
-    lo, step, q = code
-    return q.astype(np.float32) * step + lo
+    lo, hi, q = code
+    scale, lower = _np_bounds(lo, hi)
+    return (q.astype(np.float32) + lower) / scale
+
+
+def np_diff(x: np.ndarray, own: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """``d = x + w_L/3 + w_R/3 - 5/3 w_i`` in Bagua's order, each product rounded before its sum."""
+    third, five_thirds = np.float32(1.0 / 3.0), np.float32(5.0 / 3.0)
+    return ((x + left * third) + right * third) - own * five_thirds
 
 
 def _sgd_steps(x: np.ndarray) -> np.ndarray:
@@ -125,10 +137,7 @@ def ref_low_precision(n: int, interval: int, local: int = 1) -> tuple[np.ndarray
         x = _sgd_steps(x)
         if k % interval == 0:
             v = x.reshape(m, local, -1).sum(axis=1) / np.float32(local) if local > 1 else x.copy()
-            codes = [
-                np_encode((((left[i] + right[i]) - own[i] - own[i]) / np.float32(3.0) + v[i]) - own[i])
-                for i in range(m)
-            ]
+            codes = [np_encode(np_diff(v[i], own[i], left[i], right[i])) for i in range(m)]
             for i in range(m):
                 left[i] += np_decode(codes[(i - 1) % m])
                 right[i] += np_decode(codes[(i + 1) % m])
@@ -311,8 +320,21 @@ def _bagua_batches(rank: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(torch.randn(4, 2, generator=gen), torch.randn(4, 4, generator=gen)) for _ in range(STEPS)]
 
 
-def _vector(model: nn.Module) -> torch.Tensor:
-    return torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
+def _params(model: nn.Module, reverse: bool) -> list[torch.Tensor]:
+    params = list(model.parameters())
+    return params[::-1] if reverse else params
+
+
+def _vector(model: nn.Module, reverse: bool = False) -> torch.Tensor:
+    """The parameters flat, in the network's order or (``reverse``, as Bagua's reference flattens) backwards."""
+    return torch.cat([p.detach().reshape(-1).clone() for p in _params(model, reverse)])
+
+
+def _set_vector(model: nn.Module, flat: torch.Tensor, reverse: bool = False) -> None:
+    params = _params(model, reverse)
+    with torch.no_grad():
+        for p, piece in zip(params, flat.split([p.numel() for p in params])):
+            p.copy_(piece.view_as(p))
 
 
 def _bagua_run(hierarchical: bool, interval: int) -> dict:
@@ -338,9 +360,84 @@ def _bagua_run(hierarchical: bool, interval: int) -> dict:
     return out
 
 
+def _compress(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The compressor of Bagua's test (its MinMaxUInt8): ``(min, max)`` and the 8-bit codes, in its float32 ops."""
+    lo, hi = x.min(), x.max()
+    scale = 255.0 / (hi - lo + 1e-7)
+    upper = torch.round(hi * scale)
+    codes = torch.clamp(torch.round(x * scale), max=upper) - (upper - 255.0)
+    return torch.stack([lo, hi]), codes.to(torch.uint8)
+
+
+def _decompress(minmax: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+    scale = 255.0 / (minmax[1] - minmax[0] + 1e-7)
+    return (codes.float() + (torch.round(minmax[1] * scale) - 255.0)) / scale
+
+
+def _bagua_reference_run(hierarchical: bool, interval: int) -> torch.Tensor:
+    """test_compare's reference (its ``LowPrecDecentralizedAlgor``), on torch.distributed and the same ranks: rank
+    0's network broadcast; after each SGD step of a communicating step, on the flat weights ``x``: ``x += w_L / 3``,
+    ``x += w_R / 3``, ``x -= 5/3 w``, compressed and exchanged with the ring peers (hierarchical: a SUM reduce
+    onto rank 0, ``x /= n`` there, a ring of one, then a broadcast), ``w_L += D(q_L)``, ``w_R += D(q_R)``,
+    ``x = w + D(q)``, ``w = x``. Its final weights (the network's parameter order)."""
+    rank, n = comm.get_rank(), comm.get_world_size()
+    torch.manual_seed(rank)
+    net = BaguaNet()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    for p in net.parameters():
+        torch.distributed.broadcast(p.data, src=0)
+    own = _vector(net, reverse=True)  # Bagua's reference flattens the parameters backwards (gloo's sums depend on it)
+    left, right = own.clone(), own.clone()
+
+    def exchange(t: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if size == 1:
+            return t, t
+        got = torch.zeros_like(t), torch.zeros_like(t)
+        peers = (rank - 1) % size, (rank + 1) % size
+        works = [torch.distributed.isend(t, p) for p in peers] + [
+            torch.distributed.irecv(g, p) for g, p in zip(got, peers)
+        ]
+        for w in works:
+            w.wait()
+        return got
+
+    def update(x: torch.Tensor, size: int) -> None:
+        x += 1 / 3 * left
+        x += 1 / 3 * right
+        x -= 5 / 3 * own
+        minmax, codes = _compress(x)
+        (codes_l, codes_r), (minmax_l, minmax_r) = exchange(codes, size), exchange(minmax, size)
+        left.add_(_decompress(minmax_l, codes_l))
+        right.add_(_decompress(minmax_r, codes_r))
+        x.copy_(own + _decompress(minmax, codes))
+        own.copy_(x)
+
+    for k, (data, target) in enumerate(_bagua_batches(rank)):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(net(data), target).backward()
+        opt.step()
+        if k % interval:
+            continue
+        x = _vector(net, reverse=True)
+        if hierarchical:
+            torch.distributed.reduce(x, dst=0)
+            if rank == 0:
+                x /= n
+                update(x, 1)
+            torch.distributed.broadcast(x, 0)
+        else:
+            update(x, n)
+        _set_vector(net, x, reverse=True)
+    return _vector(net)
+
+
 def _bagua_port() -> dict:
-    """Bagua's test_algorithm (flat and hierarchical, interval 1) and test_compare (intervals 1 and 2), one launch."""
-    return {(h, i): _bagua_run(h, i) for h in (False, True) for i in (1, 2)}
+    """Bagua's test_algorithm (flat and hierarchical, interval 1) and test_compare (intervals 1 and 2, its
+    reference too), one launch."""
+    return {
+        **{(h, i): _bagua_run(h, i) for h in (False, True) for i in (1, 2)},
+        **{("reference", h, i): _bagua_reference_run(h, i) for h in (False, True) for i in (1, 2)},
+    }
 
 
 def four_ranks() -> dict:
@@ -545,52 +642,6 @@ def test_low_precision_sends_one_byte_a_value_plus_a_header(four, two):
 
 
 # ---- Bagua's tests/torch_api/test_low_precision_decentralized.py, on our API ----------------------
-def ref_bagua(n: int, hierarchical: bool, interval: int) -> dict:
-    """Bagua's algorithm in torch float32 over ``n`` ranks of one node: ``n`` copies of rank 0's initial
-    network, each stepping SGD on its rank's batches; on a communicating step ``d = x + w_L/3 + w_R/3 - 5/3
-    w_i`` (in the float order of ours), 8-bit min-max coded, ``w_L += D(q_L)``, ``w_R += D(q_R)``,
-    ``w_i += D(q_i)``, ``x = w_i``. Hierarchical (one node): ``x`` is the node average and the one ring
-    member is its own left and right peer (Bagua's ``comm_size == 1``); every rank gets ``w``."""
-    with torch.random.fork_rng():  # rank 0's initial network, leaving this process's generator as it was
-        torch.manual_seed(0)
-        nets = [BaguaNet() for _ in range(n)]
-    for net in nets[1:]:
-        net.load_state_dict(nets[0].state_dict())
-    opts = [torch.optim.SGD(net.parameters(), lr=0.01) for net in nets]
-    batches = [_bagua_batches(r) for r in range(n)]
-    m = 1 if hierarchical else n
-    own, left, right = ([_vector(nets[0]) for _ in range(m)] for _ in range(3))
-
-    def decode(d: torch.Tensor) -> torch.Tensor:
-        return torch.from_numpy(np_decode(np_encode(d.numpy())))
-
-    init = _vector(nets[0])
-    for k in range(STEPS):
-        for net, opt, (data, target) in zip(nets, opts, (b[k] for b in batches)):
-            opt.zero_grad()
-            torch.nn.functional.mse_loss(net(data), target).backward()
-            opt.step()
-        if k % interval:
-            continue
-        x = [_vector(net) for net in nets]
-        if hierarchical:
-            x = [torch.stack(x).sum(dim=0) / n]
-        diffs = [decode((((left[i] + right[i]) - own[i] - own[i]) / 3.0 + x[i]) - own[i]) for i in range(m)]
-        for i in range(m):
-            left[i] += diffs[(i - 1) % m]
-            right[i] += diffs[(i + 1) % m]
-            own[i] += diffs[i]
-        for r, net in enumerate(nets):
-            _set_vector(net, own[0 if hierarchical else r])
-    return {"init": init, "final": torch.stack([_vector(net) for net in nets])}
-
-
-def _set_vector(model: nn.Module, flat: torch.Tensor) -> None:
-    with torch.no_grad():
-        for p, piece in zip(model.parameters(), flat.split([p.numel() for p in model.parameters()])):
-            p.copy_(piece.view_as(p))
-
-
 def _port(results, hierarchical: bool, interval: int) -> list[dict]:
     return [r["bagua_port"][hierarchical, interval] for r in results]
 
@@ -620,30 +671,18 @@ def test_bagua_algorithm_port_hierarchical_on_one_node(four, two):
         assert [run["stats"]["collectives"] for run in runs] == [2 * STEPS] * n
 
 
+@pytest.mark.parametrize("hierarchical", [False, True], ids=["flat", "hierarchical"])
 @pytest.mark.parametrize("interval", [1, 2])
-def test_bagua_compare_port_flat(four, two, interval):
-    """Bagua's test_compare (flat, intervals 1 and 2): the same weights as the reference, bitwise (Bagua:
-    isclose); every rank starts from rank 0's initial network."""
+def test_bagua_compare_port(four, two, hierarchical, interval):
+    """Bagua's test_compare (flat at intervals 1 and 2, hierarchical on one node; Bagua: isclose with atol 1e-5)
+    against its own reference run on the same gloo ranks: the same weights, bitwise, on 2 and 4 ranks."""
     for results in (two, four):
-        runs = _port(results, False, interval)
-        ref = ref_bagua(len(runs), False, interval)
-        assert all(torch.equal(run["init"], ref["init"]) for run in runs)
-        ours = torch.stack([run["final"] for run in runs])
-        assert torch.equal(ours, ref["final"]), (ours - ref["final"]).abs().max()
-
-
-@pytest.mark.parametrize("interval", [1, 2])
-def test_bagua_compare_port_hierarchical_on_one_node(four, two, interval):
-    """test_compare for hierarchical on one node (Bagua's test skips it). 2 ranks: bitwise. 4 ranks: gloo adds
-    the 4 copies in its own order, so within 1e-5 (observed 2.1e-6; the flat ring is 3.7e-4 away, and the
-    2-rank case checks the quantization bitwise)."""
-    runs = _port(two, True, interval)
-    ref = ref_bagua(2, True, interval)
-    assert torch.equal(torch.stack([run["final"] for run in runs]), ref["final"])
-    runs = _port(four, True, interval)
-    ref = ref_bagua(4, True, interval)
-    assert all(torch.equal(run["init"], ref["init"]) for run in runs)
-    torch.testing.assert_close(torch.stack([run["final"] for run in runs]), ref["final"], rtol=0.0, atol=1e-5)
+        runs = _port(results, hierarchical, interval)
+        assert all(torch.equal(run["init"], runs[0]["init"]) for run in runs)  # rank 0's network everywhere
+        for r, run in enumerate(runs):
+            ref = results[r]["bagua_port"]["reference", hierarchical, interval]
+            assert torch.equal(run["final"], ref), (len(runs), r, (run["final"] - ref).abs().max())
+        assert not torch.equal(runs[0]["final"], runs[0]["init"])
 
 
 # ---- switching, training, facade ------------------------------------------------------------------

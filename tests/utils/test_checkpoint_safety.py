@@ -155,6 +155,17 @@ def test_ckpt_convert_rewrites_a_trusted_file(tmp_path, capsys):
     with pytest.raises(CheckpointError, match="does not exist"):
         load_checkpoint(tmp_path / "missing.pt")
     assert main(["ckpt", "convert", str(tmp_path / "missing.pt")]) == 2
+    # Converted, it is safe already: said, and nothing is written (no second .orig, the file untouched).
+    (tmp_path / "old.pt.orig").unlink()
+    before = path.read_bytes()
+    capsys.readouterr()
+    for extra in ([], ["--out", str(tmp_path / "copy.pt")]):
+        assert main(["ckpt", "convert", str(path), *extra]) == 0
+        assert capsys.readouterr().out == (
+            f"ding-dist: {path} already loads without running code (the current format): nothing to convert, "
+            "nothing written\n"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.pt"] and path.read_bytes() == before
 
 
 def test_eval_and_resume_refuse_a_malicious_checkpoint(tmp_path, capsys, caplog):

@@ -53,17 +53,18 @@ def test_collector_rollout_layout_and_final_obs():
 
 
 def _fixed_policy_returns(seed: int, episodes: int) -> list[float]:
-    """Returns of ``episodes`` CartPole episodes under action 1, one env reset with ``seed`` once (as autoreset)."""
+    """Returns of ``episodes`` CartPole episodes under action 1, episode k of a fresh env reset with
+    ``episode_seed(seed, k)`` (k = 0: ``seed`` itself; then a stream derived by hand here: SeedSequence([seed, k]))."""
     env = gym.make("CartPole-v1")
-    env.reset(seed=seed)
     returns = []
-    for _ in range(episodes):
+    for k in range(episodes):
+        start = seed if k == 0 else int(np.random.SeedSequence([seed, k]).generate_state(1)[0] >> 1)
+        env.reset(seed=start)
         total, done = 0.0, False
         while not done:
             _, reward, terminated, truncated, _ = env.step(1)
             total, done = total + reward, terminated or truncated
         returns.append(total)
-        env.reset()
     env.close()
     return returns
 
@@ -75,7 +76,7 @@ def test_evaluator_runs_exactly_the_requested_episodes():
         for _ in range(2)
     )
     result = ev.evaluate()
-    # 7 episodes over 3 envs: 3 on env 0, 2 on envs 1 and 2, each env from its seed. A CartPole return is
+    # 7 episodes over 3 envs: 3 on env 0, 2 on envs 1 and 2, each episode from its own seed. A CartPole return is
     # the episode's length; the envs step together, so episodes come in the order they end (env order in a tie).
     ends = []
     for i, n in enumerate([3, 2, 2]):

@@ -34,20 +34,34 @@ failure summary), :mod:`~ding_dist.entry.cli.plot` and :mod:`~ding_dist.entry.cl
 
 from __future__ import annotations
 
-from typing import Any
-
-from ding_dist.entry.cli.commands import main, resolve_checkpoint, run
-from ding_dist.entry.cli.errors import UsageError
-from ding_dist.entry.cli.parser import build_parser
+import os
+import sys
+from typing import Any, NoReturn
 
 # load_curves and plot_curves (ding_dist.entry.cli.plot) are importable from here too, see __getattr__
 __all__ = ["build_parser", "main", "run", "UsageError", "resolve_checkpoint"]
+_LAZY = {"main": "commands", "resolve_checkpoint": "commands", "UsageError": "errors", "build_parser": "parser",
+         "load_curves": "plot", "plot_curves": "plot"}  # fmt: skip
+
+
+def run() -> NoReturn:
+    """The ``ding-dist`` command (:func:`ding_dist.entry.cli.commands.run`); a Ctrl-C while its modules load is one
+    line and exit code 130, as later."""
+    try:
+        from ding_dist.entry.cli.commands import run as run_command
+    except KeyboardInterrupt:
+        sys.stderr.write("ding-dist: interrupted (SIGINT)\n")
+        os._exit(130)
+    run_command()
 
 
 def __getattr__(name: str) -> Any:
-    """``load_curves`` and ``plot_curves`` live in :mod:`ding_dist.entry.cli.plot` (imported on first use)."""
-    if name in ("load_curves", "plot_curves"):
-        from ding_dist.entry.cli import plot
+    """The CLI's names, imported on first use: a Ctrl-C at start-up meets :func:`run`'s handler, not an import."""
+    if name in _LAZY:
+        import importlib
 
-        return getattr(plot, name)
+        value = getattr(importlib.import_module(f"ding_dist.entry.cli.{_LAZY[name]}"), name)
+        if _LAZY[name] != "plot":
+            globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

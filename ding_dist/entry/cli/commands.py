@@ -42,13 +42,16 @@ from ding_dist.entry.cli.errors import (
     UsageError,
     error_line,
     first_line,
+    no_room,
     record_for_launcher,
+    refuse_unwritable,
 )
 from ding_dist.entry.cli.local_launch import launch_local
 from ding_dist.entry.cli.parser import build_parser
 from ding_dist.utils.exp_lock import ExperimentInUseError
 from ding_dist.utils.fileio import shown_path
-from ding_dist.utils.logging import TRACK_ENV, WANDB_HINT, get_logger
+from ding_dist.utils.install import install_hint
+from ding_dist.utils.logging import TRACK_ENV, get_logger
 
 __all__ = ["main", "run", "resolve_checkpoint"]
 
@@ -61,7 +64,7 @@ def _check_config(path: str) -> Path:
     """The config file ``path`` names (a shipped config by name: ``ding-dist train cartpole_ppo``); a missing one is
     one line. It is read when it is compiled, once per process (``_check_compiles``)."""
     p = find_config(path)
-    if not p.is_file() or p.suffix != ".py":
+    if not p.is_file() or p.suffix not in (".py", ".json"):
         read_config(p)  # raises the loader's one line: missing, a folder, not a Python file
     return p.resolve()
 
@@ -127,7 +130,8 @@ def _env_set(values: dict[str, str]) -> Iterator[None]:
 
 
 def _child_argv(args: argparse.Namespace, config: Path, exp_dir: Path) -> list[str]:
-    # An absolute experiment folder: restarted ranks must find the checkpoints of the failed ones.
+    # The experiment folder as the user gave it (the ranks share the launcher's working folder, restarted ones too),
+    # so every rank shows it as given; the one folder chosen by the launcher, so no rank picks another.
     argv = ["train", str(config), "--exp-dir", str(exp_dir), "--health-timeout", repr(args.health_timeout)]
     if args.seed is not None:
         argv += ["--seed", str(args.seed)]
@@ -136,7 +140,7 @@ def _child_argv(args: argparse.Namespace, config: Path, exp_dir: Path) -> list[s
     if args.max_env_steps is not None:
         argv += ["--max-env-steps", str(args.max_env_steps)]
     if args.resume is not None:
-        argv += ["--resume", str(Path(args.resume).resolve())]
+        argv += ["--resume", str(args.resume)]
     if args.timeout is not None:
         argv += ["--timeout", repr(args.timeout)]
     if args.debug:
@@ -228,13 +232,14 @@ def _compile_and_try(config: Path, args: argparse.Namespace) -> Any:
     return cfg
 
 
-_STOP_CODES = {"SIGTERM": EXIT_SIGTERM, "SIGUSR1": EXIT_SIGUSR1}
+_STOP_CODES = {"SIGINT": EXIT_SIGINT, "SIGTERM": EXIT_SIGTERM, "SIGUSR1": EXIT_SIGUSR1}  # 128 + the signal
+_REQUEUED = (EXIT_SIGTERM, EXIT_SIGUSR1)  # a scheduler's stops (Ctrl-C is the user's: not requeued)
 REQUEUE_ENV = "SLURM_RESTART_COUNT"  # SLURM sets it in a requeued job
 
 
 def _requeue(code: int) -> int:
     """``--requeue``: after a stop by signal, ``scontrol requeue $SLURM_JOB_ID`` (the launcher, once); the code."""
-    if code not in _STOP_CODES.values():
+    if code not in _REQUEUED:
         return code
     job = os.environ.get("SLURM_JOB_ID")
     if not job:
@@ -256,7 +261,9 @@ def _run_rank(args: argparse.Namespace, cfg: Any) -> int:
     """This process's rank of the job (a world of one without a launcher), on the config compiled once."""
     from ding_dist.comm import DistContext, debug_enabled, set_debug
     from ding_dist.entry import pipeline
+    from ding_dist.entry.cli.agent import die_with_agent
 
+    die_with_agent()  # under torchrun: a killed agent leaves no orphan (this rank stops as if preempted)
     was_debug = debug_enabled()
     if args.debug:
         set_debug(True)
@@ -286,15 +293,46 @@ def _run_recorded_rank(args: argparse.Namespace, cfg: Any) -> int:
 
 
 def _resume_config(exp_dir: str) -> str:
-    """``train --resume EXP_DIR`` without CONFIG: the run's saved config (its newest, after resumes)."""
+    """``train --resume EXP_DIR`` without CONFIG: the run's saved config as data (its newest ``.json``, after
+    resumes), which runs no code; a run folder's ``config.py`` runs only when the user names it."""
     from ding_dist.entry.services.run_folder import run_config
 
     if not Path(exp_dir).is_dir():
         raise UsageError(f"--resume {exp_dir!r} is not an experiment folder")
     found = run_config(exp_dir)
     if found is None:
-        raise UsageError(f"--resume {exp_dir!r} has no saved config.py: give CONFIG")
+        raise UsageError(f"--resume {exp_dir!r} has no saved config.json: {_name_the_config(exp_dir, 'resume')}")
     return str(found)
+
+
+def _continues_past_stop_value(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
+    """``--resume RUN --max-env-steps N`` with N above the steps of a run that reached ``env.stop_value``: the run
+    continues to N, so ``env.stop_value=None`` joins the overrides (unless ``--set`` gives one); True (after one line
+    on stdout) when it was added and the config must be compiled again."""
+    from ding_dist.entry.services.run_folder import reached_stop_value
+
+    stop, steps = cfg.env.get("stop_value"), (state.get("counters") or {}).get("env_steps", 0)
+    given = any(o.split("=", 1)[0].strip() == "env.stop_value" for o in args.overrides)
+    if args.max_env_steps is None or args.max_env_steps <= steps or given or not reached_stop_value(state, stop):
+        return False
+    args.overrides = [*args.overrides, "env.stop_value=None"]
+    if os.environ.get("RANK", "0") == "0":
+        print(f"{PROG}: run {args.resume!r} reached env.stop_value={stop:g} at env step {steps}; it continues to "
+              f"--max-env-steps {args.max_env_steps} with env.stop_value=None (--set env.stop_value=V stops it at V "
+              "instead)", flush=True)  # fmt: skip
+    return True
+
+
+def _name_the_config(folder: str | os.PathLike, command: str) -> str:
+    """What to do when a run folder holds no config as data: name a CONFIG (which runs as code)."""
+    from ding_dist.entry.services.run_folder import find_run_config, old_run_config
+
+    old = find_run_config(folder, find=old_run_config)
+    if old is None:
+        return "give CONFIG"
+    how = f"ding-dist train {old} --resume {folder}" if command == "resume" else f"ding-dist eval {old} --ckpt {folder}"
+    return (f"give CONFIG; its config.py (written by an older ding_dist) is Python and runs as code, so it is read "
+            f"only when you name it, if you trust it: {how}")  # fmt: skip
 
 
 def _resume_is_done(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
@@ -313,9 +351,24 @@ def _resume_is_done(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
     return True
 
 
+def _check_config_or_name(args: argparse.Namespace) -> None:
+    """Exactly one of: CONFIG, or ``--algo`` with ``--env`` (or ``--resume``, which gave CONFIG); else one line."""
+    by_name = [f for f, v in (("--algo", args.algo), ("--env", args.env)) if v is not None]
+    if args.config is not None and by_name:
+        raise UsageError(f"give CONFIG ({args.config!r}) or {' and '.join(by_name)}, not both: --algo ALGO --env "
+                         "ENV_ID trains without a config file")  # fmt: skip
+    if len(by_name) == 1:
+        other = "--env ENV_ID" if by_name == ["--algo"] else "--algo ALGO"
+        raise UsageError(f"{by_name[0]} needs {other} too (e.g. --algo ppo --env Pendulum-v1)")
+    if args.config is None and not by_name:
+        raise UsageError(
+            "give a CONFIG file, or --algo ALGO --env ENV_ID (e.g. --algo ppo --env Pendulum-v1), or --resume EXP_DIR"
+        )
+
+
 def _train(args: argparse.Namespace) -> int:
     from ding_dist.entry import pipeline
-    from ding_dist.utils.checkpoint import CheckpointManager
+    from ding_dist.utils.checkpoint import CheckpointManager, check_finite_weights, load_checkpoint
 
     if getattr(args, "requeue", False):
         if args.exp_dir is None and args.resume is None:
@@ -326,10 +379,7 @@ def _train(args: argparse.Namespace) -> int:
             print(f"{PROG}: requeued job ({REQUEUE_ENV}={restarts}): resuming {args.resume}", file=sys.stderr)
     if args.resume is not None and args.config is None and args.algo is None and args.env is None:
         args.config = _resume_config(args.resume)  # the run's own saved config
-    if (args.algo is None) != (args.env is None) or (args.algo is not None) == (args.config is not None):
-        raise UsageError(
-            "give a CONFIG file, or --algo ALGO --env ENV_ID (e.g. --algo ppo --env Pendulum-v1), or --resume EXP_DIR"
-        )
+    _check_config_or_name(args)
     if args.algo is not None:
         from ding_dist.config.presets import preset_config
 
@@ -339,9 +389,14 @@ def _train(args: argparse.Namespace) -> int:
     if args.resume is not None:
         if not Path(args.resume).is_dir():
             raise UsageError(f"--resume {args.resume!r} is not an experiment folder")
-        resumed = CheckpointManager(Path(args.resume) / "ckpt").load_latest()
-        if resumed is None:
-            raise UsageError(f"--resume {args.resume!r}: no complete checkpoint in its ckpt/ folder")
+        ckpts = CheckpointManager(Path(args.resume) / "ckpt")
+        newest = ckpts.latest()
+        if newest is None:
+            raise UsageError(f"--resume {args.resume!r}: no complete checkpoint in its ckpt/ folder"
+                             if ckpts.directory.is_dir() else f"--resume {args.resume!r} holds no checkpoint (no "
+                             "ckpt/ folder: the run stopped before its first one); start it again")  # fmt: skip
+        resumed = load_checkpoint(newest)
+        check_finite_weights(resumed, newest)  # one line now, not a failure at the first updates of every rank
     if args.nproc is None:
         args.nproc = 1 if resumed is None or _under_launcher() else _resumed_world(args, resumed)
     if args.exp_dir is not None and Path(args.exp_dir).exists() and not Path(args.exp_dir).is_dir():
@@ -358,7 +413,11 @@ def _train(args: argparse.Namespace) -> int:
     args.nproc = _actor_learner_nproc(args)
     cfg = _check_compiles(config, args)
     if not _under_launcher():  # a folder no rank can write: one line now, not a traceback from every rank
-        _check_writable(args.exp_dir or args.resume or pipeline.default_exp_dir(cfg.exp_name), args)
+        if args.exp_dir is None and args.resume is None:  # chosen (and said) once, here: every rank gets it
+            args.exp_dir, args.exp_dir_chosen = str(pipeline.default_exp_dir(cfg.exp_name)), True
+        _check_writable(args.exp_dir or args.resume, args)
+    if args.resume is not None and _continues_past_stop_value(args, cfg, resumed):
+        cfg = _compile(config, args)
     if args.resume is not None and _resume_is_done(args, cfg, resumed):
         return 0
     if cfg.actor_learner.actors and args.actors is None:  # the roles come from the config file
@@ -385,11 +444,11 @@ def _train(args: argparse.Namespace) -> int:
         if args.nnodes is not None:  # this node's part of an elastic multi-node job
             from ding_dist.entry.cli.elastic_launch import launch_elastic
 
-            exp_dir = Path(args.exp_dir or args.resume).resolve()
-            code = launch_elastic(args, cfg, args.nproc, exp_dir, _child_argv(args, config, exp_dir))
+            exp_dir = Path(args.exp_dir or args.resume)
+            code = launch_elastic(args, cfg, args.nproc, exp_dir.resolve(), _child_argv(args, config, exp_dir))
         elif args.nproc > 1 or args.max_restarts > 0:
             _check_local_world(cfg, args.nproc)
-            exp_dir = Path(args.exp_dir or args.resume or pipeline.default_exp_dir(cfg.exp_name)).resolve()
+            exp_dir = Path(args.exp_dir or args.resume)
             code = launch_local(args.nproc, args.max_restarts, _child_argv(args, config, exp_dir), main)
         else:
             code = _run_rank(args, cfg)
@@ -412,23 +471,10 @@ def _elastic_job_folder(args: argparse.Namespace) -> bool:
 
 
 def _check_writable(folder: str | os.PathLike, args: argparse.Namespace) -> None:
-    """Raise ``UsageError`` unless the experiment folder can be created and written (checked at its nearest
-    existing ancestor, with a file created and removed there, so a read-only mount is caught for root too)."""
-    import tempfile
-
-    what = "--exp-dir" if args.exp_dir else "--resume" if args.resume else "the experiment folder"
-    target = Path(folder).absolute()
-    existing = target
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    try:
-        if not existing.is_dir():
-            raise NotADirectoryError(f"{existing} is a file")
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as e:
-        why = f"{e.strerror or e} at {str(existing)!r}"
-        raise UsageError(f"{what} {str(folder)!r} cannot be written ({why}); choose another folder") from None
+    """Raise ``UsageError`` unless the experiment folder can be created and written."""
+    what = "the experiment folder" if getattr(args, "exp_dir_chosen", False) else "--exp-dir" if args.exp_dir else (
+        "--resume")  # fmt: skip
+    refuse_unwritable(folder, what, folder=True)
 
 
 def _resumed_world(args: argparse.Namespace, state: dict) -> int:
@@ -455,7 +501,7 @@ def _check_wandb() -> str:
     except (ImportError, ValueError):  # e.g. a broken or half-installed package
         found = False
     if not found:
-        raise UsageError(f"--track needs the wandb package: {WANDB_HINT}")
+        raise UsageError(f"--track needs the wandb package: {install_hint('wandb')}")
     return "1"
 
 
@@ -519,15 +565,16 @@ def _restart_env(max_restarts: int) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------------ eval
 def _eval_config(args: argparse.Namespace) -> Path:
-    """``eval``'s CONFIG: as given, else the saved config of the run ``--ckpt`` belongs to."""
+    """``eval``'s CONFIG: as given, else the saved config (as data) of the run ``--ckpt`` belongs to."""
     if args.config is not None:
         return _check_config(args.config)
     from ding_dist.entry.services.run_folder import find_run_config
 
     resolve_checkpoint(args.ckpt)  # a missing checkpoint is reported as such
-    found = find_run_config(args.ckpt)
+    found = find_run_config(args.ckpt)  # the run's config as data: nothing of a copied folder runs
     if found is None:
-        raise UsageError(f"--ckpt {args.ckpt!r} is not in a run folder with a saved config.py: give CONFIG")
+        raise UsageError(f"--ckpt {args.ckpt!r} is not in a run folder with a saved config.json: "
+                         f"{_name_the_config(args.ckpt, 'eval')}")  # fmt: skip
     return _check_config(str(found))
 
 
@@ -538,6 +585,9 @@ def _eval(args: argparse.Namespace) -> int:
         raise UsageError(f"--gif must end in .gif, got {args.gif!r}")
     if args.video and Path(args.video).suffix.lower() != ".mp4":
         raise UsageError(f"--video must end in .mp4, got {args.video!r}")
+    for flag, out in (("--video", args.video), ("--gif", getattr(args, "gif", None))):
+        if out:
+            refuse_unwritable(out, flag)  # before the evaluation and the rendering
     from ding_dist.comm import DistContext
     from ding_dist.entry import pipeline
 
@@ -624,14 +674,18 @@ def _config_show(args: argparse.Namespace) -> int:
         "actor_learner": actor_learner_default_config(),
     }
     rows = describe(cfg, schema, policy_type)
-    print(markdown_table(rows) if args.markdown else format_rows(rows))
+    print(markdown_table(rows, values=True) if args.markdown else format_rows(rows))
     return 0
 
 
 def _ckpt_convert(args: argparse.Namespace) -> int:
     """``ckpt convert FILE``: the checkpoint rewritten as plain tensors and values (:func:`convert_checkpoint`)."""
-    from ding_dist.utils.checkpoint import convert_checkpoint, load_checkpoint
+    from ding_dist.utils.checkpoint import checkpoint_is_current, convert_checkpoint, load_checkpoint
 
+    if checkpoint_is_current(args.file):  # nothing to rewrite: no copy, no .orig
+        print(f"{PROG}: {shown_path(args.file)} already loads without running code (the current format): "
+              "nothing to convert, nothing written")  # fmt: skip
+        return 0
     written = convert_checkpoint(args.file, args.out)
     load_checkpoint(written)  # proof: it loads without running code now
     kept = f", the original kept as {written.name}.orig" if args.out is None else ""
@@ -648,6 +702,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         ding-dist: error: config file 'missing_config.py' does not exist
         2
     """
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the arguments parse or torch is imported: one line too
+        print(f"{PROG}: interrupted (SIGINT)", file=sys.stderr)
+        return EXIT_SIGINT
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     from ding_dist.utils.checkpoint import CheckpointError  # torch, imported once the arguments parse
 
@@ -662,13 +724,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         record_for_launcher(e)
         error_line(" ".join(str(e).split()))
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # Ctrl-C before the training loop (start-up) or after it: nothing to checkpoint
+        if "RANK" not in os.environ:  # a rank leaves it to its launcher, which says it once for all of them
+            print(f"{PROG}: interrupted (SIGINT)", file=sys.stderr)
         return EXIT_SIGINT
+    except Exception as e:  # a full disk, quota or file-size limit (an OSError, maybe wrapped): one line, exit 2
+        message = no_room(e)
+        if message is None:
+            raise
+        record_for_launcher(e)
+        error_line(message)
+        return EXIT_USAGE
     except SystemExit as e:
-        if e.code == EXIT_SIGTERM:  # the pipeline's SIGTERM handler: envs and writers are closed by now
-            print(f"{PROG}: terminated (SIGTERM)", file=sys.stderr)
-            return EXIT_SIGTERM
+        if e.code in _STOP_CODES.values():  # the pipeline's stop handlers: envs and writers are closed by now
+            name = next(n for n, code in _STOP_CODES.items() if code == e.code)
+            print(f"{PROG}: stopped by {name}", file=sys.stderr)
+            return int(e.code)
         raise
 
 

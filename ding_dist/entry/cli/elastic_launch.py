@@ -89,8 +89,11 @@ def launch_elastic(args: argparse.Namespace, cfg: Any, nproc: int, exp_dir: Path
     print(f"{PROG}: elastic node of {low} to {high} node(s) x {nproc} process(es), rendezvous {args.rdzv_endpoint} "
           f"(job {launcher.rdzv_id}), experiment folder {exp_dir} (OMP_NUM_THREADS={threads})",
           file=sys.stderr)  # fmt: skip
+    from ding_dist.entry.cli.agent import stop_aware_agent
+
     try:
-        torchrun(launcher)
+        with stop_aware_agent(local=False):  # a peer node's stop re-forms the job; a bounded exit barrier
+            torchrun(launcher)
     except ChildFailedError as e:
         first = min(e.failures.items(), key=lambda kv: kv[1].timestamp)
         print(f"{PROG}: the job failed after {args.max_restarts} restart(s): rank {first[0]} exited with code "

@@ -1,7 +1,8 @@
 """How ``ding-dist`` fails: :class:`UsageError`, the exit codes, and the one ``ding-dist: error:`` line.
 
-Bad input ends with one line ``ding-dist: error: ...`` on stderr and exit code 2; SIGINT ends with 130,
-SIGTERM with 143.
+Bad input ends with one line ``ding-dist: error: ...`` on stderr and exit code 2, and so does a write that finds
+no room (a full disk or quota, a file-size limit: :func:`no_room`); SIGINT ends with 130, SIGTERM with 143, SIGUSR1
+with 138.
 
 Example:
     >>> from ding_dist.entry.cli.errors import EXIT_USAGE, UsageError
@@ -11,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -25,7 +27,9 @@ __all__ = [
     "UsageError",
     "error_line",
     "first_line",
+    "no_room",
     "record_for_launcher",
+    "refuse_unwritable",
 ]
 
 PROG = "ding-dist"
@@ -35,6 +39,8 @@ EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
 EXIT_SIGUSR1 = 128 + signal.SIGUSR1  # 138
 # Torchrun's elastic agent sets this in the workers; a rank's exception is written there for the summary.
 ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
+#: The errors of a write that found no room: a full disk, a full quota, a file-size limit (``ulimit -f``).
+NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 class UsageError(Exception):
@@ -75,3 +81,44 @@ def record_for_launcher(e: BaseException) -> None:
         from torch.distributed.elastic.multiprocessing.errors import get_error_handler
 
         get_error_handler().record_exception(e)
+
+
+def refuse_unwritable(path: str | os.PathLike, what: str, folder: bool = False) -> None:
+    """Raise :class:`UsageError` (one line) unless ``path``, an output file (``folder``: a folder) named by ``what``
+    (e.g. ``--out``), can be written; checked before any work, not after an episode was rendered or runs were read.
+
+    Example:
+        >>> refuse_unwritable("/proc/curve.png", "--out")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ding_dist.entry.cli.errors.UsageError: --out '/proc/curve.png' cannot be written (... at '/proc'); ...
+    """
+    from ding_dist.utils.fileio import unwritable_reason
+
+    why = unwritable_reason(path, folder=folder)
+    if why:
+        kind = "folder" if folder else "path"
+        raise UsageError(f"{what} {str(path)!r} cannot be written ({why}); choose another {kind}")
+
+
+def no_room(e: BaseException) -> str | None:
+    """The ``ding-dist: error:`` text for an exception raised by a write that found no room (``e`` or one of its
+    causes: :data:`NO_ROOM`), else None. Every file of a run is written to a temp file and renamed, so what was
+    written before (checkpoints, config, logs) is intact.
+
+    Example:
+        >>> no_room(OSError(errno.ENOSPC, "No space left on device", "runs/a/ckpt/x.pt"))[:55]
+        'no room to write runs/a/ckpt/x.pt: No space left on dev'
+        >>> no_room(OSError(errno.ENOENT, "No such file")) is None
+        True
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno in NO_ROOM:
+            where = f" {cause.filename}" if cause.filename else ""
+            return (f"no room to write{where}: {cause.strerror} (errno {errno.errorcode[cause.errno]}); free space "
+                    "or give --exp-dir on another disk; what the run wrote before is intact")  # fmt: skip
+        cause = cause.__cause__ or cause.__context__
+    return None

@@ -4,8 +4,9 @@
 (torchrun, ``--standalone``), which starts N copies of ``ding-dist train`` without ``--nproc``: forked from
 this process with a CPU-only torch, else fresh interpreters (``python -m ding_dist.entry.cli``). A heartbeat
 watch SIGKILLs a frozen rank. When a rank fails, the job ends with one line per failed rank, the rank that
-failed first last: how (exit code or signal) and its error's first line. SIGINT/SIGTERM stop every rank and
-end with 130/143.
+failed first last: how (exit code or signal) and its error's first line. SIGINT, SIGTERM or SIGUSR1, to this
+process or to any rank, stop every rank at a checkpointed step and end with 128 + the signal (130, 143, 138),
+never restarted (:mod:`ding_dist.entry.cli.agent`).
 
 Example:
     >>> from ding_dist.entry.cli.local_launch import launch_local
@@ -37,6 +38,8 @@ START_METHOD_ENV = "DING_DIST_START_METHOD"
 #: stuck in glibc's resolver lock, the other 63 waiting for it; started ones finish, in 258 s).
 FORK_MAX_PER_CORE = 8
 RANK_MODULE = "ding_dist.entry.cli"  # what a started (not forked) rank runs: python -m ding_dist.entry.cli
+#: The signals torchrun's agent forwards to the ranks (its default, and SLURM's ``--signal=USR1@T`` warning).
+SIGNALS_TO_HANDLE = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
 
 
 def _failure_line(failure: Any) -> str:
@@ -117,10 +120,12 @@ def _report_failures(failures: dict[int, Any], nproc: int, max_restarts: int) ->
 
 class _AgentShutdownLines(logging.Filter):
     """Drops torchrun's agent's warnings about stopping the ranks on a signal (``Received 2 death signal,
-    shutting down workers``, ``Closing process N via signal SIGINT``): the launcher says it once, in its own
-    line. Other agent lines (restarts, failures) pass."""
+    shutting down workers``, ``Closing process N via signal SIGINT``, ``Terminating process N via signal SIGTERM``)
+    and its traceback of a rank that exited with a stop code (``failed (exitcode: 143)``: a stop, not a failure):
+    the launcher says it once, in its own line. Other agent lines (restarts, failures) pass."""
 
-    NOISE = ("death signal, shutting down workers", "via signal SIG")
+    NOISE = ("death signal, shutting down workers", "via signal SIG", "failed (exitcode: 130)",
+             "failed (exitcode: 138)", "failed (exitcode: 143)")  # fmt: skip
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -128,7 +133,8 @@ class _AgentShutdownLines(logging.Filter):
 
 
 def _quiet_agent_shutdown() -> None:
-    for name in ("torch.distributed.elastic.agent.server.api", "torch.distributed.elastic.multiprocessing.api"):
+    for name in ("torch.distributed.elastic.agent.server.api", "torch.distributed.elastic.multiprocessing.api",
+                 "torch.multiprocessing.spawn"):  # fmt: skip
         log = logging.getLogger(name)
         if not any(isinstance(f, _AgentShutdownLines) for f in log.filters):
             log.addFilter(_AgentShutdownLines())
@@ -149,12 +155,13 @@ def launch_local(nproc: int, max_restarts: int, child_argv: list[str], entry: Ca
     from torch.distributed.run import run as torchrun
 
     from ding_dist.comm.heartbeat import watch_heartbeats
+    from ding_dist.entry.cli.agent import stop_aware_agent
     from ding_dist.entry.experiment import cpu_cores
 
     method, why = _start_method(nproc, cpu_cores())
     fork = method == "fork"
-    launcher_argv = ["--standalone", "--nnodes", "1", "--nproc-per-node", str(nproc)]
-    launcher_argv += ["--max-restarts", str(max_restarts), "--module"]
+    launcher_argv = ["--standalone", "--nnodes", "1", "--nproc-per-node", str(nproc), "--signals-to-handle",
+                     SIGNALS_TO_HANDLE, "--max-restarts", str(max_restarts), "--module"]  # fmt: skip
     launcher_args = get_args_parser().parse_args([*launcher_argv, RANK_MODULE, *child_argv])
     try:  # the heartbeat watch: a frozen rank is SIGKILLed within the grace (docs/reliability.md)
         watch = watch_heartbeats(nproc, prefix=PROG)
@@ -172,14 +179,13 @@ def launch_local(nproc: int, max_restarts: int, child_argv: list[str], entry: Ca
         file=sys.stderr,
     )
     _quiet_agent_shutdown()
-    # torchrun's agent replaces these handlers (main thread only); put ours back when it is done.
+    # torchrun's agent replaces these handlers (main thread only); put ours back when it is done. It forwards the
+    # signal it gets to every rank (SLURM's --signal=USR1@T warning too), which checkpoint their step and stop.
     stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
     saved = {sig: signal.getsignal(sig) for sig in stops}
     restore = threading.current_thread() is threading.main_thread()
-    if restore:  # SLURM's --signal=USR1@T warning: the agent forwards SIGTERM, so the ranks checkpoint and stop
-        signal.signal(signal.SIGUSR1, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
     try:
-        with watch as monitor:
+        with watch as monitor, stop_aware_agent(local=True) as agents:
             try:
                 if fork:
                     _launch_forked(launcher_args, child_argv, entry)
@@ -194,6 +200,12 @@ def launch_local(nproc: int, max_restarts: int, child_argv: list[str], entry: Ca
         for sig, handler in saved.items():
             if restore and handler is not None:
                 signal.signal(sig, handler)
+    stopped = agents[-1].stopped if agents else {}
+    if stopped:  # a stop signal reached rank(s) but not this launcher: they checkpointed it; a stop, not a failure
+        code = min(stopped.values())
+        name = signal.Signals(code - 128 if code > 0 else -code).name
+        print(f"{PROG}: stopped by {name} to a rank; all {nproc} rank(s) were stopped", file=sys.stderr)
+        return 128 + int(signal.Signals[name])
     return 0
 
 
@@ -251,11 +263,12 @@ def _forked_rank(entry: Callable[[list[str]], int], argv: list[str]) -> None:
     The fork inherits the agent's Python handlers of SIGTERM and SIGINT, which can only run between bytecodes: a
     rank blocked in a C++ wait (a rendezvous whose peer died) would ignore the agent's SIGTERM until its SIGKILL
     30 s later. A started rank begins with Python's defaults (SIGTERM ends it, SIGINT raises KeyboardInterrupt); so
-    does this one, and the run installs its own SIGTERM handler.
+    does this one (SIGUSR1 too), and the run installs its own stop handlers.
     """
     import atexit
 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGUSR1, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         code = entry(argv)

@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 from ding_dist.config import ConfigError, parse_override
 from ding_dist.entry.cli.errors import EXIT_USAGE, PROG
+from ding_dist.utils.install import install_hint
 
 __all__ = ["build_parser", "EVAL_EPISODES"]
 
@@ -27,35 +28,71 @@ EVAL_EPISODES = 10  # eval's --episodes default (the recording of --video/--gif 
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line (no usage dump) and exit with code 2; an unknown flag
-    gets the closest known one suggested."""
+    """An ArgumentParser whose errors are one line (no usage dump) and exit with code 2; an unknown flag gets the
+    closest flag of the sub-command it was given to, or, when it is another sub-command's, says so."""
 
-    def error(self, message: str) -> NoReturn:
-        hint = _suggest_flag(self, message)
+    def error(self, message: str, root: argparse.ArgumentParser | None = None) -> NoReturn:
+        hint = _suggest_flag(self, message, root or self)
         self.exit(EXIT_USAGE, f"{PROG}: error: {message}{hint} (see '{self.prog} --help')\n")
 
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:  # reported by the sub-command's parser: its flags, its --help
+            chosen = _chosen(self, parsed)
+            message = f"unrecognized arguments: {' '.join(extras)}"
+            chosen.error(message, self) if isinstance(chosen, _Parser) else self.error(message)
+        return parsed
 
-def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
-    """Every ``--flag`` of ``parser`` and of its sub-commands."""
-    found: set[str] = set()
+
+def _subcommands(parser: argparse.ArgumentParser) -> tuple[str, dict[str, argparse.ArgumentParser]] | None:
+    """``(dest, {name: parser})`` of ``parser``'s sub-commands, or None."""
     for action in parser._actions:
-        found.update(o for o in action.option_strings if o.startswith("--"))
         if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                found |= _option_strings(sub)
+            return action.dest, dict(action.choices)
+    return None
+
+
+def _chosen(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub-)sub-command that ``parsed`` ran, e.g. ``config show``'s."""
+    found = _subcommands(parser)
+    while found is not None and getattr(parsed, found[0], None) in found[1]:
+        parser = found[1][getattr(parsed, found[0])]
+        found = _subcommands(parser)
+    return parser
+
+
+def _flags_by_command(parser: argparse.ArgumentParser, name: str = "") -> dict[str, list[str]]:
+    """``{--flag: [commands that take it]}`` over ``parser`` and its sub-commands (``"config show"``)."""
+    found: dict[str, list[str]] = {}
+    for action in parser._actions:
+        for flag in (o for o in action.option_strings if o.startswith("--") and o not in ("--help", "--version")):
+            found.setdefault(flag, []).append(name)
+    for sub, child in (_subcommands(parser) or ("", {}))[1].items():
+        for flag, names in _flags_by_command(child, f"{name} {sub}".strip()).items():
+            found.setdefault(flag, []).extend(names)
     return found
 
 
-def _suggest_flag(parser: argparse.ArgumentParser, message: str) -> str:
-    """``"; did you mean --nproc?"`` for ``"unrecognized arguments: --nprco 2"``, else ``""``."""
+def _suggest_flag(parser: argparse.ArgumentParser, message: str, root: argparse.ArgumentParser) -> str:
+    """For ``"unrecognized arguments: --nprco 2"`` given to ``parser`` (a sub-command's of ``root``): ``"; did you
+    mean --nproc?"`` when one of its flags is close, or ``"; eval takes no --set (train, resume and config show
+    do)"`` for another command's flag; else ``""``."""
     if not message.startswith("unrecognized arguments:"):
         return ""
-    known = sorted(_option_strings(parser))
+    own = _flags_by_command(parser)
+    elsewhere = _flags_by_command(root)
+    command = parser.prog.removeprefix(PROG).strip()
     for token in message.split(":", 1)[1].split():
-        if token.startswith("--"):
-            close = difflib.get_close_matches(token.split("=", 1)[0], known, n=1, cutoff=0.6)
-            if close:
-                return f"; did you mean {close[0]}?"
+        flag = token.split("=", 1)[0]
+        if not flag.startswith("--"):
+            continue
+        if flag in elsewhere and flag not in own:
+            takers = [c for c in elsewhere[flag] if c]
+            listed = ", ".join(takers[:-1]) + f" and {takers[-1]}" if len(takers) > 1 else takers[0]
+            return f"; {command} takes no {flag} ({listed} {'do' if len(takers) > 1 else 'does'})"
+        close = difflib.get_close_matches(flag, sorted(own), n=1, cutoff=0.75)
+        if close:
+            return f"; did you mean {close[0]}?"
     return ""
 
 
@@ -111,20 +148,21 @@ def _override(text: str) -> str:
 TRAIN_EXAMPLES = """examples:
   ding-dist train configs/cartpole_ppo_config.py             # one process (the fake link)
   ding-dist train cartpole_ppo --nproc 2                      # a shipped config by name, 2 local processes
-  ding-dist train --algo ppo --env Pendulum-v1 --set policy.learn.batch_size=128
+  ding-dist train --algo ppo --env Pendulum-v1 --set policy.learn.batch_size=128 --max-env-steps 20000
   ding-dist train configs/cartpole_impala_config.py --actors 2 --learners 1
-  ding-dist train --resume runs/cartpole_ppo --max-env-steps 100000"""
+  ding-dist train --resume runs/cartpole_ppo --max-env-steps 100000   # on to 100k env steps"""
 RESUME_EXAMPLES = """examples:
   ding-dist resume runs/cartpole_ppo                          # on the run's own processes and roles
   ding-dist resume runs/cartpole_ppo --max-env-steps 200000 --nproc 2
   ding-dist resume runs/cartpole_ppo --set env.stop_value=None   # continue a run that solved its task"""
 EVAL_EXAMPLES = """examples:
   ding-dist eval --ckpt runs/cartpole_ppo                     # the run's newest checkpoint, its own config
-  ding-dist eval --ckpt runs/cartpole_ppo/ckpt/ckpt_000016384.pt --episodes 20 --json
+  ding-dist eval --ckpt runs/cartpole_ppo/ckpt --episodes 20 --json   # or a checkpoint file
   ding-dist eval --ckpt runs/cartpole_ppo --video cartpole.mp4   # one greedy episode as an MP4"""
 PLOT_EXAMPLES = """examples:
   ding-dist plot runs/cartpole_ppo --out curve.png
   ding-dist plot runs/ppo_s0 runs/ppo_s1 runs/ppo_s2 --smooth 3    # seeds: their mean and a 95% band
+  ding-dist plot runs/ppo_s0 runs/ppo_s1 runs/ppo_s2 --band iqm    # or their IQM and a bootstrap 95% band
   ding-dist plot runs --keys eval/mean_reward,train/loss --x wall_time"""
 CKPT_EXAMPLES = """examples:
   ding-dist ckpt convert runs/old/ckpt/ckpt_000051200.pt       # a file you trust that eval/resume refuse"""
@@ -146,8 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="{train,resume,eval,plot,config,ckpt}", parser_class=_Parser
     )
-    run = _run_options()
-    train = _command(sub, "train", "train from a config file", TRAIN_EXAMPLES, parents=[run])
+    train = _command(sub, "train", "train from a config file", TRAIN_EXAMPLES, parents=[_run_options("train")])
     train.add_argument(
         "config",
         nargs="?",
@@ -158,7 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--env", default=None, help="with --algo: the gymnasium env id (tuned values for shipped envs)")
     train.add_argument("--exp-dir", default=None, help="experiment folder (default: runs/<exp_name>)")
     train.add_argument("--resume", metavar="EXP_DIR", default=None, help="continue the run saved in EXP_DIR")
-    resume = _command(sub, "resume", "continue a run (train --resume EXP_DIR)", RESUME_EXAMPLES, parents=[run])
+    resume = _command(sub, "resume", "continue a run (train --resume EXP_DIR)", RESUME_EXAMPLES,
+                      parents=[_run_options("resume")])  # fmt: skip
     resume.add_argument("resume", metavar="EXP_DIR", help="the run's experiment folder")
     resume.add_argument(
         "--config", default=None, help="another config file to continue with (default: the run's own saved one)"
@@ -173,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument("config", help="Python config file defining main_config (and create_config)")
     _add_overrides(show, "config overrides, as for train")
-    show.add_argument("--markdown", action="store_true", help="a markdown table (key, default, meaning)")
+    show.add_argument("--markdown", action="store_true", help="a markdown table (key, value, default, meaning)")
 
     ckpt = _command(sub, "ckpt", "checkpoint files", CKPT_EXAMPLES)
     ckpt_sub = ckpt.add_subparsers(dest="ckpt_command", required=True, metavar="{convert}", parser_class=_Parser)
@@ -214,8 +252,8 @@ def _nnodes(text: str) -> tuple[int, int]:
     return low, high
 
 
-def _run_options() -> argparse.ArgumentParser:
-    """The options of a training run, shared by train and resume (a parent parser)."""
+def _run_options(command: str) -> argparse.ArgumentParser:
+    """The options of a training run, shared by train and resume (a parent parser; ``command``: which of them)."""
     shared = _Parser(add_help=False, allow_abbrev=False)
     shared.add_argument(
         "--nproc",
@@ -314,13 +352,14 @@ def _run_options() -> argparse.ArgumentParser:
         "--track",
         action="store_true",
         help="also log to Weights & Biases (wandb.init with sync_tensorboard, on the logging rank; offline "
-        "unless WANDB_MODE or WANDB_API_KEY is set; needs: pip install -e .[wandb])",
+        f"unless WANDB_MODE or WANDB_API_KEY is set; needs the wandb extra: {install_hint('wandb')})",
     )
     shared.add_argument(
         "--requeue",
         action="store_true",
         help="SLURM: after SIGTERM or SIGUSR1 (sbatch --signal=USR1@90) the run checkpoints its step and requeues "
-        "its job (scontrol requeue $SLURM_JOB_ID); the requeued job resumes from --exp-dir (needs --exp-dir)",
+        "its job (scontrol requeue $SLURM_JOB_ID); the requeued job "
+        + ("resumes from --exp-dir (needs --exp-dir or --resume)" if command == "train" else "resumes EXP_DIR again"),
     )
     return shared
 
@@ -350,7 +389,7 @@ def _add_eval(ev: argparse.ArgumentParser) -> None:
             metavar=f"OUT.{suffix}",
             default=None,
             help=f"also write OUT.{suffix} ({kind}): 1 greedy episode, or K back to back with --episodes K; "
-            'needs the render extra: pip install -e ".[render]"',
+            f"needs the render extra: {install_hint('render')}",
         )
 
 
@@ -379,13 +418,23 @@ def _add_plot(plot: argparse.ArgumentParser) -> None:
         "--x",
         choices=("env_steps", "wall_time"),
         default="env_steps",
-        help="x axis: env steps (default) or wall time, seconds since the run's first record",
+        help="x axis: env steps (default) or wall time: seconds of training (time/wall_time_s, the clock of "
+        "result.json's wall_time_s), so the idle time before a resume is subtracted, not drawn as a line; runs "
+        "logged without that key: seconds since their first record",
     )
     plot.add_argument(
         "--no-group",
         action="store_true",
         help="one line per run; by default runs that differ only in seed are one line: their mean and a 95%% "
         "confidence band (Student t over the seeds)",
+    )
+    plot.add_argument(
+        "--band",
+        choices=("mean", "iqm"),
+        default="mean",
+        help="a seed group's line and band: mean and Student t 95%% CI (default), or iqm: the interquartile mean "
+        "(mean of the middle half of the seeds; the plain mean under 4) and its 95%% percentile interval over "
+        "2000 stratified bootstrap resamples of the seeds (rliable's definition)",
     )
 
 

@@ -3,13 +3,16 @@
 A folder given that is not a run itself (no ``tb/metrics.jsonl``, ``metrics.jsonl`` or TensorBoard events)
 stands for the runs inside it, one or two levels down. Runs whose saved ``config.py`` (and world size in
 ``result.json``) are the same except for ``seed`` form one group, drawn as the mean over its runs with a 95%
-confidence band of that mean (Student t: ``mean ± t(0.975, n-1) · s / sqrt(n)``), each run interpolated
+confidence band of that mean (Student t: ``mean ± t(0.975, n-1) · s / sqrt(n)``) or, with ``--band iqm``, as
+their interquartile mean with a stratified bootstrap 95% interval (rliable's), each run interpolated
 linearly on a common x grid. Runs of a group need not be equally long: at each x, the mean and band are over
 the runs present there (a band needs 2); a run that stopped because it reached ``env.stop_value``
 (``result.json``: ``"stopped_by": "stop_value"``) is present up to the group's end, holding its last value,
 any other run (stopped otherwise, still running, crashed) only up to its last record. A run alone is drawn
 as its own line. ``smooth`` is a trailing moving average over the last W logged points of each run, applied
-before grouping. Labels name the config values that differ between groups, else the folder names.
+before grouping. Labels name the config values that differ between groups, else the folder names. The x axis
+``wall_time`` is the run's seconds of training (``time/wall_time_s``), so a resumed run's curve goes on where it
+stopped instead of drawing a line across the idle time before the resume.
 
 Example::
 
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ding_dist.entry.cli.errors import UsageError
+from ding_dist.entry.cli.errors import UsageError, refuse_unwritable
 from ding_dist.utils.fileio import atomic_open
 from ding_dist.utils.logging import METRICS_FILE, read_metrics
 
@@ -54,6 +57,10 @@ PLOT_KEYS = ("rollout/ep_rew_mean", "eval/mean_reward")
 DEFAULT_KEYS = ("eval/mean_reward",)
 FALLBACK_KEYS = ("rollout/ep_rew_mean",)
 X_AXES = ("env_steps", "wall_time")
+BANDS = ("mean", "iqm")  # a seed group's line and band: mean and Student t 95% CI, or IQM and bootstrap 95% CI
+_BOOT_REPS = 2000  # bootstrap replicates per grid point of an IQM band (rliable's default is 2000 too)
+#: The loops' seconds of training over a run's segments (``--x wall_time``'s clock).
+TRAINING_TIME_KEY = "time/wall_time_s"
 _IGNORED_FOR_GROUPING = ("seed", "exp_name")
 HELD = "stop_value"  # result.json's stopped_by of a run that solved its task: its curve holds its last value
 _FIND_DEPTH = 2  # how far below a folder of runs ``find_runs`` looks
@@ -247,14 +254,32 @@ def smooth(values: Sequence[float], window: int) -> list[float]:
     return out
 
 
+def _training_time(run: Run) -> tuple[list[int], list[float]] | None:
+    """``(env steps, seconds of training)`` from ``time/wall_time_s`` (logged with every record of the loops), or
+    None for a run logged without it."""
+    by_step = {step: value for step, _, value in run.points.get(TRAINING_TIME_KEY, []) if math.isfinite(value)}
+    if not by_step:
+        return None
+    steps = sorted(by_step)
+    return steps, [by_step[s] for s in steps]
+
+
 def _curve(run: Run, key: str, x: str, window: int) -> tuple[list[float], list[float]]:
-    """``(xs, ys)`` of ``key`` in ``run``: finite values, one per env step (the last), smoothed."""
+    """``(xs, ys)`` of ``key`` in ``run``: finite values, one per env step (the last), smoothed. ``x="wall_time"``:
+    the run's seconds of training at each record's env step (``time/wall_time_s``, interpolated between its records:
+    the idle time before a resume is not on this clock), or for runs logged without it seconds since the first
+    record."""
+    import numpy as np
+
     by_step: dict[int, tuple[float, float]] = {}
     for step, wall, value in run.points.get(key, []):
         if math.isfinite(value):
             by_step[step] = (wall, value)
     steps = sorted(by_step)
-    if x == "wall_time":
+    clock = _training_time(run) if x == "wall_time" else None
+    if clock is not None:
+        pairs = [(float(t), by_step[s][1]) for s, t in zip(steps, np.interp(steps, *clock))]
+    elif x == "wall_time":
         start = min((w for pts in run.points.values() for _, w, _ in pts if math.isfinite(w)), default=0.0)
         pairs = sorted((by_step[s][0] - start, by_step[s][1]) for s in steps if math.isfinite(by_step[s][0]))
     else:
@@ -306,6 +331,7 @@ def aggregate(
     curves: Sequence[tuple[Sequence[float], Sequence[float]]],
     grid_points: int = _MAX_GRID,
     hold: Sequence[bool] | None = None,
+    band: str = "mean",
 ) -> Aggregate:
     """Mean and 95% band of several ``(xs, ys)`` curves on a common grid, over the curves present at each x.
 
@@ -313,7 +339,11 @@ def aggregate(
     union is larger). A curve is present from its first x to its last, interpolated linearly; a curve with
     ``hold[i]`` true (its run reached ``stop_value``) stays present to the last x of all curves, holding its
     last value. Where ``count`` curves are present, the band is ``mean ± t(0.975, count-1) · s / sqrt(count)``;
-    with one it is NaN (the mean alone), with none the mean is NaN too.
+    with one it is NaN (the mean alone), with none the mean is NaN too. ``band="iqm"``: the ``mean`` field is
+    the interquartile mean of the curves present (:func:`ding_dist.utils.stats.iqm`; under 4 curves the plain
+    mean) and the band the 95% percentile interval of the IQM over a stratified bootstrap of those curves
+    (:func:`ding_dist.utils.stats.stratified_bootstrap_ci`, 2000 replicates, seed 0: one task, so the seeds are
+    resampled with replacement), as rliable reports a score.
 
     Example:
         >>> a = aggregate([([0, 10, 20], [0.0, 2.0, 4.0]), ([0, 10], [2.0, 4.0])])
@@ -340,6 +370,10 @@ def aggregate(
         row[inside] = np.interp(grid[inside], x, y)  # beyond the last x: the last value
     present = ~np.isnan(ys)
     count = present.sum(axis=0)
+    if band == "iqm":
+        return _iqm_band(grid, ys, present, count)
+    if band != "mean":
+        raise ValueError(f"band must be one of {', '.join(BANDS)}, got {band!r}")
     total = np.where(present, ys, 0.0).sum(axis=0)
     mean = np.divide(total, count, out=np.full(len(grid), np.nan), where=count > 0)
     squares = (np.where(present, ys - mean, 0.0) ** 2).sum(axis=0)
@@ -347,6 +381,21 @@ def aggregate(
     t = np.array([_t95(int(c) - 1) if c > 1 else np.nan for c in count])
     half = t * np.sqrt(var / np.maximum(count, 1))
     return Aggregate(grid, mean, mean - half, mean + half, count)
+
+
+def _iqm_band(grid: Any, ys: Any, present: Any, count: Any) -> Aggregate:
+    """:func:`aggregate`'s ``band="iqm"``: per grid point, the IQM of the curves present and its bootstrap CI."""
+    import numpy as np
+
+    from ding_dist.utils.stats import iqm, stratified_bootstrap_ci
+
+    center, low, high = (np.full(len(grid), np.nan) for _ in range(3))
+    for j in np.flatnonzero(count > 0):
+        values = ys[present[:, j], j]
+        center[j] = iqm(values)
+        if len(values) > 1:
+            low[j], high[j] = stratified_bootstrap_ci(values, iqm, reps=_BOOT_REPS, confidence=0.95, seed=0)
+    return Aggregate(grid, center, low, high, count)
 
 
 def _short(value: Any) -> str:
@@ -397,12 +446,13 @@ def _labels(groups: Sequence[Sequence[Run]]) -> list[str]:
     return labels
 
 
-def _legend_title(groups: Sequence[Sequence[Run]]) -> str | None:
+def _legend_title(groups: Sequence[Sequence[Run]], band: str = "mean") -> str | None:
     """What the seed groups' lines mean, with a line for each kind of early end that occurs."""
     if not any(len(g) > 1 for g in groups):
         return None
     held, ended = (sum(n) for n in zip(*(_shorter_runs(g) for g in groups if len(g) > 1)))
-    lines = ["mean and 95% CI over the seeds present at each x"]
+    what = "IQM and stratified bootstrap 95% CI" if band == "iqm" else "mean and 95% CI"
+    lines = [f"{what} over the seeds present at each x"]
     if held:
         lines.append("held: reached env.stop_value, its last value carried to the end")
     if ended:
@@ -446,6 +496,7 @@ def build_figure(
     smooth_window: int = 1,
     x: str = "env_steps",
     group: bool = True,
+    band: str = "mean",
 ) -> Any:
     """The matplotlib ``Figure`` that :func:`plot_curves` saves (same arguments, no file written).
 
@@ -457,6 +508,8 @@ def build_figure(
 
     if x not in X_AXES:
         raise UsageError(f"x axis must be one of {', '.join(X_AXES)}, got {x!r}")
+    if band not in BANDS:
+        raise UsageError(f"band must be one of {', '.join(BANDS)}, got {band!r}")
     if isinstance(smooth_window, bool) or not isinstance(smooth_window, int) or smooth_window < 1:
         raise UsageError(f"smoothing window must be an integer >= 1, got {smooth_window!r}")
     if not exp_dirs:
@@ -469,8 +522,7 @@ def build_figure(
 
     cols = min(len(chosen), 3)
     rows = math.ceil(len(chosen) / cols)
-    legend_rows = math.ceil(len(groups) / 3) if len(groups) > 1 else 0
-    fig = Figure(figsize=(max(5.2 * cols, 6.0), 3.8 * rows + 0.3 * legend_rows), layout="constrained")
+    fig = Figure(figsize=(max(5.2 * cols, 6.0), 3.8 * rows), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     styles = ["-", "--", ":", "-."]
@@ -481,7 +533,7 @@ def build_figure(
             if not drawn:
                 continue
             curves = [c for c, _ in drawn]
-            grid, mean, low, high, _ = aggregate(curves, hold=[h for _, h in drawn])
+            grid, mean, low, high, _ = aggregate(curves, hold=[h for _, h in drawn], band=band)
             color, style = f"C{i % 10}", styles[(i // 10) % len(styles)]
             (line,) = ax.plot(grid, mean, style, color=color, lw=1.6, marker="o" if len(grid) < 20 else None, ms=3,
                               label=label)  # fmt: skip
@@ -489,18 +541,43 @@ def build_figure(
                 ax.fill_between(grid, low, high, color=color, alpha=0.2, lw=0)
             handles.setdefault(label, line)
         ax.set_title(key, fontsize="medium")
-        ax.set_xlabel("env steps" if x == "env_steps" else "wall time (s)")
+        ax.set_xlabel(_x_label(x, [r for g in groups for r in g]))
         ax.set_ylabel("return" if key.endswith(("reward", "rew_mean")) else key.rsplit("/", 1)[-1])
         ax.grid(alpha=0.3)
     for ax in axes[len(chosen) :]:
         ax.set_visible(False)
-    title = _legend_title(groups)
+    title = _legend_title(groups, band)
     if len(handles) > 1 or title:
-        fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=min(len(handles), 3),
-                   fontsize="small", frameon=False, title=title, title_fontsize="small")  # fmt: skip
+        _fit_legend(fig, handles, title)
     if len(groups) == 1:
         fig.suptitle(labels[0], fontsize="medium")
     return fig
+
+
+def _x_label(x: str, runs: Sequence[Run]) -> str:
+    if x == "env_steps":
+        return "env steps"
+    clocks = {_training_time(r) is not None for r in runs}
+    if clocks == {True}:
+        return "training time (s; pauses before a resume left out)"
+    return "wall time (s since the first record)" if clocks == {False} else "training time, or wall time (s)"
+
+
+def _fit_legend(fig: Any, handles: Mapping[str, Any], title: str | None) -> None:
+    """The legend below the panels in as many columns (up to 3) as the figure's width holds, measured: long labels
+    take fewer columns, and one column wider than the figure widens it; the figure grows by the legend's rows."""
+    renderer = fig.canvas.get_renderer()
+    base_height = fig.get_figheight()
+    for ncol in range(min(len(handles), 3), 0, -1):
+        legend = fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=ncol,
+                            fontsize="small", frameon=False, title=title, title_fontsize="small")  # fmt: skip
+        box = legend.get_window_extent(renderer)
+        if box.width <= 0.97 * fig.bbox.width or ncol == 1:
+            break
+        legend.remove()
+    if box.width > 0.97 * fig.bbox.width:
+        fig.set_figwidth(box.width / 0.97 / fig.dpi)
+    fig.set_figheight(base_height + box.height / fig.dpi)
 
 
 def plot_curves(
@@ -511,17 +588,21 @@ def plot_curves(
     smooth_window: int = 1,
     x: str = "env_steps",
     group: bool = True,
+    band: str = "mean",
 ) -> Path:
     """Write a PNG: one panel per key, one line per group of seeds (mean and 95% band) or per run.
 
     ``keys`` (a list or ``"a,b"``) defaults to ``eval/mean_reward`` (``rollout/ep_rew_mean`` for runs
-    without evaluations); ``x`` is ``"env_steps"`` or ``"wall_time"`` (seconds since the run's first
-    record); ``smooth_window`` averages the last W points; ``group=False`` draws every run alone.
+    without evaluations); ``x`` is ``"env_steps"`` or ``"wall_time"`` (seconds of training, the idle time
+    before a resume left out; for runs logged without ``time/wall_time_s``, seconds since the first record);
+    ``smooth_window`` averages the last W points; ``group=False`` draws every run alone; ``band="iqm"`` draws a
+    group's interquartile mean and its stratified bootstrap 95% interval instead of the mean and Student t band
+    (:func:`aggregate`).
 
     Example:
         >>> plot_curves(["runs/dqn_s1", "runs/dqn_s2"], "curve.png", smooth_window=3)  # doctest: +SKIP
     """
-    fig = build_figure(exp_dirs, keys, smooth_window=smooth_window, x=x, group=group)
+    fig = build_figure(exp_dirs, keys, smooth_window=smooth_window, x=x, group=group, band=band)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(out, "wb") as f:
@@ -540,6 +621,7 @@ def plot_command(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(args.exp_dirs[0]) / "learning_curve.png"
     if out.suffix.lower() != ".png":
         raise UsageError(f"--out must end in .png, got {str(out)!r}")
+    refuse_unwritable(out, "--out" if args.out else "the plot's default path")  # before any run is read
     exp_dirs: list[Path] = []
     for folder in args.exp_dirs:
         runs = find_runs(folder)
@@ -555,6 +637,7 @@ def plot_command(args: argparse.Namespace) -> int:
         smooth_window=getattr(args, "smooth", 1),
         x=getattr(args, "x", "env_steps"),
         group=not getattr(args, "no_group", False),
+        band=getattr(args, "band", "mean"),
     )
     print(f"wrote {path}")
     return 0

@@ -3,9 +3,10 @@
 The env renders ``rgb_array`` frames (the reset frame, then one per step); several episodes play back to back
 in the one file named. ``--video`` streams them to an H.264 MP4 through moviepy's ffmpeg writer, ``--gif``
 writes an animated GIF with Pillow (a dependency of matplotlib). Rendering classic-control envs needs
-pygame, MP4s need moviepy: both are the ``render`` extra (``pip install -e ".[render]"`` from the ding_dist
-checkout). While rendering, SDL (under pygame) gets its ``dummy`` video and audio drivers where the user has
-set none, so no display or sound server is needed and SDL prints nothing about them.
+pygame, MP4s need moviepy: both are the ``render`` extra (the missing-module message says how to install it:
+``pip install -e "<checkout>[render]"`` for an editable install, else the extra's packages). While rendering,
+SDL (under pygame) gets its ``dummy`` video and audio drivers where the user has set none, so no display or
+sound server is needed and SDL prints nothing about them.
 """
 
 from __future__ import annotations
@@ -16,16 +17,16 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RENDER_INSTALL", "record_episodes", "record_gif", "write_gif", "write_mp4"]
+from ding_dist.utils.install import install_hint
 
-#: The one command that installs what rendering needs (the package is not on a package index).
-RENDER_INSTALL = 'pip install -e ".[render]"'
+__all__ = ["record_episodes", "record_gif", "write_gif", "write_mp4"]
+
 _RENDER_MODULES = ("pygame", "moviepy")  # what the render extra installs
 _SDL_DRIVERS = ("SDL_VIDEODRIVER", "SDL_AUDIODRIVER")
 
 
 def _needs(what: str, module: str) -> ValueError:
-    return ValueError(f"{what} needs {module}, part of the render extra: {RENDER_INSTALL} in the ding_dist checkout")
+    return ValueError(f"{what} needs {module}, part of the render extra: {install_hint('render')}")
 
 
 @contextlib.contextmanager

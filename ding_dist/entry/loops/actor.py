@@ -26,7 +26,7 @@ from ding_dist.comm import DeadRankError, get_local_size, health_check, resolve_
 from ding_dist.entry.experiment import Experiment, build_policy, cpu_cores, default_threads, env_manager
 from ding_dist.entry.roles import RoleGroups, actor_envs, chunk_steps, role_threads
 from ding_dist.entry.services.checkpointing import Checkpointing
-from ding_dist.entry.services.failures import EXIT_SIGTERM, close_workers
+from ding_dist.entry.services.failures import close_workers, stop_name
 from ding_dist.envs import make_vec_env
 from ding_dist.policy.base import acting_only, policy_sync_group
 from ding_dist.worker import Collector
@@ -151,7 +151,7 @@ class ActorLoop:
                 [],
             ) from e
         except BaseException as exc:  # SIGTERM (SystemExit) or Ctrl-C
-            why = "SIGTERM" if isinstance(exc, SystemExit) and exc.code == EXIT_SIGTERM else type(exc).__name__
+            why = stop_name(exc) or type(exc).__name__
             logger.warning("actor rank %d stopping after %d env steps (%s)", self.rank, env_steps, why)
             raise
         finally:

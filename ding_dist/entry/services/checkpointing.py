@@ -36,6 +36,7 @@ from ding_dist.utils import (
     CheckpointError,
     CheckpointManager,
     capture_rng_state,
+    check_finite_weights,
     load_checkpoint,
     restore_rng_state,
     save_checkpoint,
@@ -48,8 +49,9 @@ logger = logging.getLogger(__name__)
 
 def load_policy_state(policy: Any, state: Mapping[str, Any], path: str | os.PathLike, policy_type: str) -> None:
     """Load a checkpoint's policy state into ``policy`` (of type ``policy_type``), or raise ``CheckpointError``
-    in one line: the checkpoint was trained by another policy type (stored since checkpoints record it), or
-    its networks do not fit (another policy or network size, for older checkpoints too).
+    in one line: the checkpoint was trained by another policy type (stored since checkpoints record it), its
+    weights hold a NaN or inf, or its networks do not fit (another policy or network size, for older checkpoints
+    too).
 
     Example::
 
@@ -60,6 +62,7 @@ def load_policy_state(policy: Any, state: Mapping[str, Any], path: str | os.Path
         raise CheckpointError(
             f"checkpoint {str(path)!r} was trained by policy {trained!r}, the config asks for {policy_type!r}"
         )
+    check_finite_weights(state, path)
     try:
         policy.load_state_dict(state["policy"])
     except (KeyError, RuntimeError, ValueError, TypeError) as e:  # another policy, model size or optimizer

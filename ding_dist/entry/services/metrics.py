@@ -2,7 +2,9 @@
 logs.
 
 Keys every loop writes (:meth:`Metrics.common_values`): ``rollout/ep_rew_mean``, ``rollout/ep_len_mean``,
-``rollout/episodes``, ``time/fps``, ``time/env_steps``, ``time/train_iters``, ``train/learning_rate``
+``rollout/episodes``, ``time/fps``, ``time/env_steps``, ``time/train_iters``, ``time/wall_time_s`` (seconds of
+training over the run's segments, the clock of ``result.json``'s ``wall_time_s``: pauses before a resume left out),
+``train/learning_rate``
 (``train/learning_rate_<x>`` per ``<x>_optimizer``), ``train/epsilon`` (DQN) and ``sync/weight_drift`` under a
 weight-averaging algorithm; the loops add their own (``train/<name>`` of the learner's statistics, the
 actor-learner view of :mod:`~ding_dist.entry.loops.learner`).
@@ -114,6 +116,7 @@ class Metrics:
                 "time/fps": (c.env_steps - steps_at_start) / elapsed,
                 "time/env_steps": c.env_steps,
                 "time/train_iters": self.policy.train_iter,
+                "time/wall_time_s": c.wall_time_s + (time.perf_counter() - wall_start),
             }
         )
         values.update(self.schedule_values())

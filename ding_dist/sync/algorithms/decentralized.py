@@ -129,6 +129,16 @@ class Layout:
             self.node.allreduce(flat).wait()
             flat.div_(self.node_size)
 
+    def node_leader_average(self, flats: Sequence[torch.Tensor]) -> None:
+        """Average ``flats`` over this rank's node onto its leader, in place (a SUM reduce, then the leader
+        divides; the others' ``flats`` are scratch until :meth:`node_broadcast`); nothing when flat."""
+        if self.node is None:
+            return
+        for flat in flats:
+            self.node.reduce(flat, dst=0).wait()
+            if self.node.rank == 0:
+                flat.div_(self.node_size)
+
     def node_broadcast(self, flats: Sequence[torch.Tensor]) -> None:
         """Copy the node leader's ``flats`` to the node's ranks (blocking; nothing when flat)."""
         if self.node is None:

@@ -6,22 +6,27 @@ Rank ``i`` of a ring of ``n >= 2`` has a left peer ``L = (i - 1) mod n`` and a r
 from 1; after ``optimizer.step()`` of step ``k`` with ``(k - 1) % communication_interval == 0``, with
 ``x`` the freshly updated weights:
 
-- ``d = x + w_L/3 + w_R/3 - 5/3 w_i`` (Bagua's), computed as ``(((w_L + w_R) - w_i - w_i) / 3 + x) - w_i``;
-- ``q = Q(d)``: 8-bit min-max quantization of the whole vector (bytegrad's ``MinMaxUInt8Codec``, one
-  row: float32 min and step, then one byte per value, padded to a multiple of 4 values with copies of
-  the first), sent to both peers; ``q_L``, ``q_R`` received;
+- ``d = x + w_L/3 + w_R/3 - 5/3 w_i``, in Bagua's order of float32 operations: ``d = x``, ``d += w_L * (1/3)``,
+  ``d += w_R * (1/3)``, ``d -= w_i * (5/3)``;
+- ``q = Q(d)``: Bagua's 8-bit min-max quantization of the whole vector (:class:`BaguaMinMaxUInt8Codec`: float32
+  min and max, then one byte per value, padded to a multiple of 4 values with copies of the first), sent to
+  both peers; ``q_L``, ``q_R`` received;
 - ``w_L += D(q_L)``, ``w_R += D(q_R)``, ``w_i += D(q)`` (``D`` decodes the bytes, the same on both
   ends of a link), and the parameters become ``x = w_i``.
 
 So every rank's own replica equals, bitwise, its left peer's right replica and its right peer's left
 replica, and ``x ~ (w_L + w_i + w_R) / 3 + (x - w_i)``: a 1/3-1/3-1/3 ring mix of the replicas plus the
-local progress since the last communication. Other steps are local SGD. ``hierarchical=True``: the
-updated weights are averaged within each node of ``get_local_size()`` consecutive ranks, the node
-leaders run the above on a ring of nodes and broadcast the result within their node. On one node
-(Bagua's default, ``hierarchical=True``, on one machine) the leader is a ring of one, its own left and
-right peer, as in Bagua: nothing is sent, the "received" messages are its own ``q``, so
-``w_L += D(q)``, ``w_R += D(q)``, ``w_i += D(q)`` (the three replicas stay equal, ``d = x - w_i``) and every
-rank ends with ``w_i``, the 8-bit-quantized node average. A world of one rank is local training.
+local progress since the last communication. Other steps are local SGD. ``hierarchical=True``: the updated weights
+are averaged within each node of ``get_local_size()`` consecutive ranks onto the node leader (a SUM reduce, then a
+division, as Bagua does), the node leaders run the above on a ring of nodes and broadcast the result within their
+node. On one node (Bagua's default, ``hierarchical=True``, on one machine) the leader is a ring of one, its own left
+and right peer, as in Bagua: nothing is sent, the "received" messages are its own ``q``, so ``w_L += D(q)``,
+``w_R += D(q)``, ``w_i += D(q)`` (the three replicas stay equal, ``d ~ x - w_i``) and every rank ends with ``w_i``,
+the 8-bit-quantized node average. A world of one rank is local training.
+
+On CPU this reproduces the float32 operations of the torch reference in Bagua's own test
+(``tests/torch_api/test_low_precision_decentralized.py``) one by one, so the port of its ``test_compare`` is
+bitwise (Bagua's CUDA kernels may fuse the multiply-adds, hence its test's tolerance).
 
 Register: ``distribute(net, opt, algorithm='low_precision_decentralized', communication_interval=2)``
 """
@@ -33,11 +38,58 @@ import torch
 from ding_dist.comm import CommHandle
 from ding_dist.sync._primitives import MeteredLink, pieces
 from ding_dist.sync.algorithms import Algorithm
-from ding_dist.sync.algorithms._scatter_gather import MinMaxUInt8Codec
 from ding_dist.sync.algorithms.decentralized import FlatWeights, Layout, check_hierarchical, check_interval
 from ding_dist.sync.bucket import Bucket
 
-__all__ = ["LowPrecisionDecentralizedState"]
+__all__ = ["BaguaMinMaxUInt8Codec", "LowPrecisionDecentralizedState"]
+
+
+class BaguaMinMaxUInt8Codec:
+    """Bagua's 8-bit min-max quantization of one row: ``scale = 255 / (max - min + 1e-7)``, codes
+    ``min(round(x * scale), round(max * scale)) - (round(max * scale) - 255)``, decoded as
+    ``(code + round(max * scale) - 255) / scale``.
+
+    A row travels as 8 header bytes (float32 min and max) and one byte per value; every float32 operation is
+    the one Bagua's reference makes, in its order (``255 / t`` as ``reciprocal(t) * 255``, as torch computes
+    it). Quantizing and decoding are elementwise once the header is known, so a row may go in pieces.
+
+    Example::
+
+        codec = BaguaMinMaxUInt8Codec()
+        msg = torch.empty(1, codec.nbytes(4), dtype=torch.uint8)
+        codec.write_header(x.view(1, -1), msg)
+        codec.quantize_into(x.view(1, -1), msg[:, :8], msg[:, 8:])
+        codec.decode_values(msg[:, :8], msg[:, 8:])  # x to within (max - min) / 255
+    """
+
+    __slots__ = ()
+    header = 8
+    eps = 1e-7
+    levels = 255.0
+
+    def nbytes(self, n: int) -> int:
+        return self.header + n
+
+    def write_header(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        """Write the float32 min and max of ``x`` (``[1, n]`` float32) into ``out[:, :header]``."""
+        out[:, : self.header].view(torch.float32).copy_(torch.stack([x.min(), x.max()]).view(1, 2))
+
+    def _bounds(self, header: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(scale, upper, lower)`` from a header: 0-dim float32 tensors, the same on every rank."""
+        lo, hi = header.view(torch.float32)[0]
+        scale = torch.reciprocal(hi - lo + self.eps) * self.levels
+        upper = torch.round(hi * scale)
+        return scale, upper, upper - self.levels
+
+    def quantize_into(self, x: torch.Tensor, header: torch.Tensor, out: torch.Tensor) -> None:
+        """The codes of float32 values ``x`` (any columns of the row) into ``out``, with the row's ``header``."""
+        scale, upper, lower = self._bounds(header)
+        out.copy_(torch.round(x * scale).clamp_(max=upper).sub_(lower))
+
+    def decode_values(self, header: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+        """Float32 values of ``codes`` (any columns of the row) under the row's ``header``."""
+        scale, _, lower = self._bounds(header)
+        return codes.float().add_(lower).div_(scale)
 
 
 class LowPrecisionDecentralizedState:
@@ -54,11 +106,11 @@ class LowPrecisionDecentralizedState:
         if i is not None and link.world_size > 1:  # n == 1: hierarchical on one node, the leader's ring of one
             self.left, self.right = self.layout.members[(i - 1) % n], self.layout.members[(i + 1) % n]
         self.steps = 0
-        self.codec = MinMaxUInt8Codec()
+        self.codec = BaguaMinMaxUInt8Codec()
         self.weights: FlatWeights | None = None
         self.replicas: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (own, left, right)
-        # (padded diff, sent, from left, from right)
-        self.buffers: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        # (padded diff, a product's scratch, sent, from left, from right)
+        self.buffers: list[tuple[torch.Tensor, ...]] = []
 
     def ensure(self, buckets: list[Bucket]) -> FlatWeights:
         """Bind the parameters and start the replicas at their current (identical) values."""
@@ -69,9 +121,9 @@ class LowPrecisionDecentralizedState:
                     self.replicas.append((flat.clone(), flat.clone(), flat.clone()))
                     # rows of a multiple of 4 values, so the float32 header of the next row stays aligned
                     padded = torch.empty(-(-flat.numel() // 4) * 4, dtype=flat.dtype, device=flat.device)
-                    nbytes = self.codec.nbytes(padded.numel(), flat.dtype)
-                    msg = torch.empty(1, nbytes, dtype=torch.uint8, device=flat.device)
-                    self.buffers.append((padded, msg, torch.empty_like(msg), torch.empty_like(msg)))
+                    msg = torch.empty(1, self.codec.nbytes(padded.numel()), dtype=torch.uint8, device=flat.device)
+                    self.buffers.append((padded, torch.empty_like(flat), msg, torch.empty_like(msg),
+                                         torch.empty_like(msg)))  # fmt: skip
         return self.weights
 
     def mix(self, x: list[torch.Tensor]) -> None:
@@ -86,9 +138,12 @@ class LowPrecisionDecentralizedState:
         alone = self.left == self.link.rank  # a ring of one: the messages "received" are this rank's own
         peers = [] if alone else [self.left] if self.right == self.left else [self.left, self.right]
         codec, h = self.codec, self.codec.header
-        for xi, (own, left, right), (d, msg, from_left, from_right) in zip(x, self.replicas, self.buffers):
+        for xi, (own, left, right), (d, product, msg, from_left, from_right) in zip(x, self.replicas, self.buffers):
             n = xi.numel()
-            torch.add(left, right, out=d[:n]).sub_(own).sub_(own).div_(3.0).add_(xi).sub_(own)
+            d[:n] = xi  # Bagua's order, each product rounded before its sum (no fused multiply-add)
+            d[:n].add_(torch.mul(left, 1.0 / 3.0, out=product))
+            d[:n].add_(torch.mul(right, 1.0 / 3.0, out=product))
+            d[:n].sub_(torch.mul(own, 5.0 / 3.0, out=product))
             d[n:] = d[0]  # padding inside [min, max]: the code of the real values is unchanged
             codec.write_header(d.view(1, -1), msg)
             inboxes = [msg] if alone else [from_left] if len(peers) == 1 else [from_left, from_right]
@@ -137,7 +192,7 @@ def step_hook(state: LowPrecisionDecentralizedState, buckets: list[Bucket]) -> N
     if not communicates:
         return
     x = weights.read()
-    state.layout.node_average(x)
+    state.layout.node_leader_average(x)
     if state.left is not None:
         state.mix(x)
     state.layout.node_broadcast(x)
