@@ -92,10 +92,11 @@ def test_wheel_holds_the_configs_the_license_and_the_metadata(installed):
                 found |= set().union(*(extra(e) for e in r.extras)) if r.name == "ding_dist" else {r.name}
         return found
 
-    assert {"pygame", "moviepy", "ale-py", "pytest"} <= extra("test")  # render: the video and GIF tests run in CI
+    assert {"pygame", "moviepy", "ale-py", "minatar", "pytest"} <= extra("test")  # the video/GIF/MinAtar tests in CI
     assert {"box2d", "pygame"} <= extra("box2d") <= extra("test")  # Box2D: DI-engine's Box2D files run in CI
     assert {"ruff", "pygame"} <= extra("dev")
-    extras = ["atari", "box2d", "dev", "envpool", "mujoco", "render", "test", "wandb"]
+    assert {"stable-baselines3", "sb3-contrib", "rliable", "minatar", "gymnasium"} <= extra("bench")
+    extras = ["atari", "bench", "box2d", "dev", "envpool", "minatar", "mujoco", "render", "test", "wandb"]
     assert sorted(meta.get_all("Provides-Extra")) == extras
 
 

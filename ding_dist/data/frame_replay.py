@@ -32,14 +32,20 @@ __all__ = ["FrameReplayBuffer", "is_frame_stack_space", "replay_buffer_for"]
 
 
 def is_frame_stack_space(space: gym.Space) -> bool:
-    """A uint8 ``Box`` of stacked 2-D frames ``(K, H, W)`` with ``K > 1`` (e.g. 4 x 84 x 84 Atari).
+    """A uint8 ``Box`` of stacked 2-D frames ``(K, H, W)`` with ``K > 1`` (e.g. 4 x 84 x 84 Atari). A 0/1 grid of
+    object channels (MinAtar's ``(C, 10, 10)``, high 1) is not a frame stack: its channels are not shifted frames.
 
     Example::
 
         is_frame_stack_space(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8))  # True
+        is_frame_stack_space(gym.spaces.Box(0, 1, (4, 10, 10), np.uint8))  # False
     """
     return (
-        isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3 and space.shape[0] > 1
+        isinstance(space, gym.spaces.Box)
+        and space.dtype == np.uint8
+        and len(space.shape) == 3
+        and space.shape[0] > 1
+        and int(np.max(space.high)) > 1
     )
 
 

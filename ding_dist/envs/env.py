@@ -28,6 +28,7 @@ from gymnasium.vector import AutoresetMode
 
 from ding_dist.envs.atari import EPISODE_STATS_KEY, is_atari_id, register_ale, wrap_atari
 from ding_dist.envs.grouped import GroupedVectorEnv, sample_groups_error
+from ding_dist.envs.minatar import GridChannelsFirst, is_minatar_id, register_minatar
 from ding_dist.envs.restarting import InWorker, RestartingVectorEnv
 from ding_dist.envs.seeding import env_seeds
 
@@ -150,7 +151,9 @@ def make_env(
 ) -> gym.Env:
     """Build one gymnasium env from a registered id, or from ``entry_point`` (adapting old-gym envs).
 
-    ale-py ids (``"ALE/Pong-v5"``, ``"PongNoFrameskip-v4"``) get the Atari preprocessing of
+    MinAtar ids (``"MinAtar/Breakout-v1"``, the ``minatar`` extra) are registered on first use and observe
+    ``(C, 10, 10)`` uint8 grids (:mod:`ding_dist.envs.minatar`). ale-py ids (``"ALE/Pong-v5"``,
+    ``"PongNoFrameskip-v4"``) get the Atari preprocessing of
     :func:`~ding_dist.envs.atari.wrap_atari` unless ``atari=False`` (a dict gives its options);
     ``training=True`` adds its life-loss termination and reward clipping (collector envs only). There
     ``max_episode_steps`` counts agent steps of a whole game (not emulator frames, not one life).
@@ -245,6 +248,8 @@ def _make_raw(
     use_atari = atari is not False and (isinstance(atari, Mapping) or atari is True or _looks_like_ale(env_id))
     if use_atari:
         register_ale()
+    if is_minatar_id(env_id):
+        register_minatar()
     _check_env_id(env_id)
     if use_atari and is_atari_id(env_id):
         kwargs.setdefault("frameskip", 1)  # AtariPreprocessing skips frames (with max-pooling)
@@ -253,7 +258,8 @@ def _make_raw(
         return wrap_atari(env, options, training=training, max_episode_steps=max_episode_steps)
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
-    return _construct(functools.partial(gym.make, env_id), kwargs, f"env.id {env_id!r}")
+    env = _construct(functools.partial(gym.make, env_id), kwargs, f"env.id {env_id!r}")
+    return GridChannelsFirst(env) if is_minatar_id(env_id) else env
 
 
 def _looks_like_ale(env_id: str) -> bool:

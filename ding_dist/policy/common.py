@@ -34,7 +34,7 @@ from torch import nn
 from ding_dist.comm import get_rank, get_world_size
 from ding_dist.policy.base import Policy, action_info, hard_update, mlp, obs_dim, soft_update
 from ding_dist.policy.dqn import epsilon_schedule
-from ding_dist.policy.encoders import NatureCNN, is_image_space, obs_tensor
+from ding_dist.policy.encoders import conv_encoder, is_conv_space, obs_tensor
 
 __all__ = [
     "QLearningPolicy",
@@ -180,8 +180,9 @@ def trunk(
     conv_channels: Sequence[int] | None = None,
 ) -> tuple[nn.Module, int]:
     """Feature layers for ``obs_space`` and their width: an MLP over ``hidden_sizes`` (activation after each
-    layer) for vectors; for uint8 images a Nature-CNN (its convolutions ``conv_channels``, None: Nature's) whose
-    linear layer has ``hidden_sizes[0]`` units, then the rest of ``hidden_sizes``.
+    layer) for vectors; for uint8 images a Nature-CNN (its convolutions ``conv_channels``, None: Nature's), for
+    0/1 grids the MinAtar network, whose linear layer has ``hidden_sizes[0]`` units, then the rest of
+    ``hidden_sizes``.
 
     Example::
 
@@ -190,8 +191,8 @@ def trunk(
     sizes = [int(h) for h in hidden_sizes]
     if not sizes:
         raise ValueError("model.hidden_sizes must name at least one hidden layer, got []")
-    if is_image_space(obs_space):
-        cnn = NatureCNN(obs_space.shape, features=sizes[0], channels=conv_channels)
+    if is_conv_space(obs_space):
+        cnn = conv_encoder(obs_space, features=sizes[0], channels=conv_channels)
         rest = [mlp([sizes[0], *sizes[1:]], activation, out_activation=True)] if len(sizes) > 1 else []
         return nn.Sequential(cnn, *rest), sizes[-1]
     return mlp([obs_dim(obs_space), *sizes], activation, out_activation=True), sizes[-1]

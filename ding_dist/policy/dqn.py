@@ -28,7 +28,7 @@ from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.base import Policy, action_info, hard_update, mlp, obs_dim, soft_update
-from ding_dist.policy.encoders import NatureCNN, is_image_space, obs_tensor
+from ding_dist.policy.encoders import conv_encoder, is_conv_space, obs_tensor
 
 __all__ = ["DQNPolicy", "QNetwork", "apex_epsilon", "epsilon_schedule"]
 
@@ -134,8 +134,8 @@ class DQNPolicy(Policy):
     with its own priorities and samples only from it (``batch_size / N`` per update, as uniform replay does);
     with actors (Ape-X), each actor computes its transitions' first priorities (:meth:`initial_priority`) and
     sends them with its chunks.
-    Image observations (uint8 ``(C, H, W)``) get a Nature-CNN whose linear layer has ``model.hidden_sizes[0]``
-    units; the remaining hidden sizes follow it.
+    Image observations (uint8 ``(C, H, W)``) get a Nature-CNN, 0/1 grids (MinAtar's ``(C, 10, 10)``) the MinAtar
+    network, whose linear layer has ``model.hidden_sizes[0]`` units; the remaining hidden sizes follow it.
 
     Example::
 
@@ -197,8 +197,8 @@ class DQNPolicy(Policy):
             raise ValueError("priority_IS_weight=True needs priority=True (importance weights come from priorities)")
         self.n_actions = n_actions
         m = self.cfg.model
-        if is_image_space(obs_space):  # Nature DQN: CNN (uint8 in, scaled on the device), then the head
-            cnn = NatureCNN(obs_space.shape, features=m.hidden_sizes[0], channels=m.conv_channels)
+        if is_conv_space(obs_space):  # Nature DQN's CNN (images) or MinAtar's (grids), uint8 in, then the head
+            cnn = conv_encoder(obs_space, features=m.hidden_sizes[0], channels=m.get("conv_channels"))
             self.model = QNetwork(0, n_actions, m.hidden_sizes[1:], m.dueling, m.activation, cnn)
         else:
             self.model = QNetwork(obs_dim(obs_space), n_actions, m.hidden_sizes, m.dueling, m.activation)

@@ -30,7 +30,7 @@ from torch.distributions import Categorical, Normal
 
 from ding_dist.comm import allreduce, comm_device, get_world_size
 from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
-from ding_dist.policy.encoders import NatureCNN, is_image_space, obs_tensor
+from ding_dist.policy.encoders import NatureCNN, conv_encoder, is_conv_space, obs_tensor
 from ding_dist.policy.normalization import RunningObsNorm
 
 __all__ = ["PPOPolicy", "ActorCritic", "ImageActorCritic", "clipped_surrogate", "compute_gae", "minibatch_plan"]
@@ -80,8 +80,10 @@ class ActorCritic(nn.Module):
 
 
 class ImageActorCritic(nn.Module):
-    """Actor and critic heads on one shared :class:`~ding_dist.policy.encoders.NatureCNN` trunk (CleanRL's
-    Atari PPO network): orthogonal init, gain sqrt(2) in the trunk, 0.01 on the policy head, 1 on the value head.
+    """Actor and critic heads on one shared convolutional trunk: by default a
+    :class:`~ding_dist.policy.encoders.NatureCNN` (CleanRL's Atari PPO network), or ``encoder`` (e.g. the MinAtar
+    network that :func:`~ding_dist.policy.encoders.conv_encoder` picks for grids): orthogonal init, gain sqrt(2)
+    in the trunk, 0.01 on the policy head, 1 on the value head.
 
     Example::
 
@@ -92,10 +94,11 @@ class ImageActorCritic(nn.Module):
     discrete = True
 
     def __init__(
-        self, obs_shape: Sequence[int], action_size: int, features: int = 512, channels: Sequence[int] | None = None
+        self, obs_shape: Sequence[int], action_size: int, features: int = 512, encoder: nn.Module | None = None
     ) -> None:
         super().__init__()
-        self.trunk = NatureCNN(obs_shape, features, orthogonal=True, channels=channels)
+        self.trunk = NatureCNN(obs_shape, features, orthogonal=True) if encoder is None else encoder
+        features = self.trunk.out_features
         self.actor = nn.Linear(features, action_size)
         self.critic = nn.Linear(features, 1)
         for head, gain in ((self.actor, 0.01), (self.critic, 1.0)):
@@ -246,11 +249,11 @@ class PPOPolicy(Policy):
         super().__init__(cfg, obs_space, action_space, device)
         self.discrete, action_size = action_info(action_space)
         m = self.cfg.model
-        if is_image_space(obs_space):  # shared Nature-CNN trunk; uint8 in, scaled on the device
+        if is_conv_space(obs_space):  # shared conv trunk (Nature-CNN for images, MinAtar's for grids); uint8 in
             if not self.discrete:
                 raise ValueError(f"PPO on image observations needs a Discrete action space, got {action_space}")
-            channels = m.get("conv_channels")
-            self.model: nn.Module = ImageActorCritic(obs_space.shape, action_size, channels=channels).to(self.device)
+            encoder = conv_encoder(obs_space, orthogonal=True, channels=m.get("conv_channels"))
+            self.model: nn.Module = ImageActorCritic(obs_space.shape, action_size, encoder=encoder).to(self.device)
         else:
             self.model = ActorCritic(
                 obs_dim(obs_space), action_size, self.discrete, m.hidden_sizes, m.activation, m.log_std_init
@@ -259,7 +262,7 @@ class PPOPolicy(Policy):
         #: collected observations, merged across ranks once at the end of each ``learn``, so a rollout is
         #: normalized with the same statistics when collected and when learned from; saved in checkpoints.
         self.obs_norm: RunningObsNorm | None = None
-        if m.get("obs_norm", False) and not is_image_space(obs_space):
+        if m.get("obs_norm", False) and not is_conv_space(obs_space):
             self.obs_norm = RunningObsNorm(obs_space.shape, group=self.sync_group).to(self.device)
             self._state_attrs = (*type(self)._state_attrs, "obs_norm")
         lc = self.cfg.learn

@@ -36,7 +36,7 @@ from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.base import Policy, mlp, obs_dim, soft_update
-from ding_dist.policy.encoders import is_image_space
+from ding_dist.policy.encoders import is_conv_space
 
 __all__ = ["SACPolicy", "SquashedGaussianActor", "TwinQCritic", "LogAlpha", "squashed_sample"]
 
@@ -220,7 +220,7 @@ class SACPolicy(Policy):
         super().__init__(cfg, obs_space, action_space, device)
         if not isinstance(action_space, gym.spaces.Box):
             raise ValueError(f"SAC needs a Box action space, got {action_space}")
-        if is_image_space(obs_space):  # its MLPs would take raw pixels
+        if is_conv_space(obs_space):  # its MLPs would take raw pixels
             raise ValueError(
                 f"SAC here takes vector observations, got images {obs_space}; use PPO, IMPALA or DQN for pixels"
             )

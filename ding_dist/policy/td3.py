@@ -38,7 +38,7 @@ from ding_dist.comm import get_world_size
 from ding_dist.policy.base import Policy, obs_dim, soft_update
 from ding_dist.policy.common import global_rows, step_generator
 from ding_dist.policy.continuous import BoxActions, DeterministicActor, QCritic, gaussian_noise
-from ding_dist.policy.encoders import is_image_space
+from ding_dist.policy.encoders import is_conv_space
 from ding_dist.policy.sac import TwinQCritic
 
 __all__ = ["TD3Policy"]
@@ -102,7 +102,7 @@ class TD3Policy(Policy):
     ) -> None:
         super().__init__(cfg, obs_space, action_space, device)
         self.box = BoxActions(action_space, self.algorithm)
-        if is_image_space(obs_space):
+        if is_conv_space(obs_space):
             raise ValueError(f"{self.algorithm} here takes vector observations, got images {obs_space}")
         lc, m = self.cfg.learn, self.cfg.model
         if not 0.0 < lc.target_theta <= 1.0:
