@@ -70,3 +70,15 @@ def test_ppo_dqn_and_the_zoo_trunk_pick_the_minatar_network_and_learn():
              "next_obs": torch.from_numpy(obs), "discount": torch.zeros(16)}  # fmt: skip
     losses = [float(dqn.learn(batch)["loss"]) for _ in range(30)]
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_conv_channels_shape_image_encoders_and_are_refused_on_grids():
+    image = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    cnn = conv_encoder(image, channels=[8, 16, 24])
+    assert [c.out_channels for c in cnn.convs if isinstance(c, torch.nn.Conv2d)] == [8, 16, 24]
+    policy_cfg = DQNPolicy.default_config()
+    policy_cfg.model.update(hidden_sizes=[32], conv_channels=[8, 16, 24])
+    dqn = DQNPolicy(policy_cfg, image, ACTIONS)
+    assert [c.out_channels for c in dqn.model.modules() if isinstance(c, torch.nn.Conv2d)] == [8, 16, 24]
+    with pytest.raises(ValueError, match=r"model.conv_channels=\[8, 16, 24\] is for image observations"):
+        conv_encoder(GRID, channels=[8, 16, 24])
