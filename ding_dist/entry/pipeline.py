@@ -41,8 +41,8 @@ from ding_dist.entry.experiment import (
 )
 from ding_dist.entry.loops.actor import ActorLoop
 from ding_dist.entry.loops.data_parallel import DataParallelLoop
-from ding_dist.entry.loops.inference import InferenceLoop
-from ding_dist.entry.loops.learner import LearnerLoop
+from ding_dist.entry.loops.inference_loop import InferenceLoop
+from ding_dist.entry.loops.learner_loop import LearnerLoop
 from ding_dist.entry.services.evaluation import evaluate
 from ding_dist.entry.services.failures import sigterm_exits
 from ding_dist.policy import get_policy_cls

@@ -4,7 +4,7 @@ A world of ``learners + actors (+ inference)`` processes (torchrun starts them l
 ``0 .. learners-1`` are the learners, then the actors, then (``inference=1``) one inference rank. Actor ``i``
 (rank ``learners + i``) sends its experience to learner ``i % learners`` and receives weights from learner
 rank 0; with an inference rank, the actors' actions come from it (one forward pass for every actor's
-observations, :mod:`~ding_dist.entry.loops.inference`) and it receives the weights too. The groups, made with the
+observations, :mod:`~ding_dist.entry.loops.inference_loop`) and it receives the weights too. The groups, made with the
 collective layer (:func:`ding_dist.comm.new_group`) on every rank in the same order:
 
 - the learner group: the sync engine averages gradients within it (``Policy.sync_group``); with one

@@ -12,7 +12,7 @@ would have to live on the server per actor).
 
 The batch uses the largest ``env_step`` of its requests for exploration schedules (actors' counters are close).
 In a run (``actor_learner.inference=1``) the server's ``poll`` loads the learners' newest weights between batches
-(:mod:`~ding_dist.entry.loops.inference`), and each actor labels a chunk with the oldest version that acted in it.
+(:mod:`~ding_dist.entry.loops.inference_loop`), and each actor labels a chunk with the oldest version that acted in it.
 
 Example::
 

@@ -16,7 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from ding_dist.comm import DeadRankError, LaunchError, get_rank, launch
 from ding_dist.entry import pipeline
-from ding_dist.entry.loops.learner import LearnerLoop
+from ding_dist.entry.loops.learner_loop import LearnerLoop
 from ding_dist.utils import CheckpointManager, load_checkpoint, read_metrics
 from tests.entry.test_cli_args import _run
 from tests.entry.test_pipeline import tiny_dqn, tiny_ppo

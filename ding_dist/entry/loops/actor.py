@@ -8,7 +8,7 @@ message says so, sends its last message and returns what it did. It composes onl
 an acting-only policy, the two channels (weights in, experience out), and with an inference rank
 (``actor_learner.inference=1``) a :class:`~ding_dist.worker.inference.RemotePolicy` that asks it for every step's
 actions (a chunk then carries the oldest weight version that acted in it). Roles and groups:
-:mod:`~ding_dist.entry.roles`; the learner: :mod:`~ding_dist.entry.loops.learner`.
+:mod:`~ding_dist.entry.roles`; the learner: :mod:`~ding_dist.entry.loops.learner_loop`.
 
 Example::
 

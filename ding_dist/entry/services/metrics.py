@@ -7,7 +7,7 @@ training over the run's segments, the clock of ``result.json``'s ``wall_time_s``
 ``train/learning_rate``
 (``train/learning_rate_<x>`` per ``<x>_optimizer``), ``train/epsilon`` (DQN) and ``sync/weight_drift`` under a
 weight-averaging algorithm; the loops add their own (``train/<name>`` of the learner's statistics, the
-actor-learner view of :mod:`~ding_dist.entry.loops.learner`).
+actor-learner view of :mod:`~ding_dist.entry.loops.learner_loop`).
 
 Example::
 
