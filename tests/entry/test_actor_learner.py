@@ -36,6 +36,7 @@ WAIT_KEYS = ("wait/data_s", "wait/weights_s", "wait/learner_s", "idle/learner", 
 def _al(cfg, actors: int, learners: int = 1, **keys):
     main_cfg, create_cfg = cfg
     main_cfg.actor_learner = dict(actors=actors, learners=learners, **keys)
+    main_cfg.env.stop_value = None  # these runs stop at max_env_steps: a lucky early eval must not solve CartPole
     return main_cfg, create_cfg
 
 
@@ -143,7 +144,6 @@ def test_two_learners_stay_bitwise_identical(run_ranks, tmp_path):
 def _slow_learner(exp_dir: str, mode: str):
     main_cfg, create_cfg = _al(tiny_ppo(), 2, max_lag=1, lag_mode=mode)
     main_cfg.policy.learn.epoch_per_collect = 40  # the learner falls behind two actors
-    main_cfg.env.stop_value = None  # (it would solve CartPole first)
     return pipeline.train((main_cfg, create_cfg), seed=0, exp_dir=exp_dir, max_env_steps=1024)
 
 
