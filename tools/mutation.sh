@@ -3,7 +3,13 @@
 #
 #   bash tools/mutation.sh              # the learning-math scope below: ~5,200 mutants, ~25 min on 2 cores
 #   bash tools/mutation.sh 'ding_dist.policy.ppo.*'   # other mutmut name patterns instead of the scope
+#   MUTATION_TESTS='tests/policy/test_ppo.py tests/policy/test_impala.py' bash tools/mutation.sh \
+#       'ding_dist.policy.ppo.x_compute_gae*' 'ding_dist.policy.impala.x_vtrace*'   # a narrow run (docs/contributing.md)
 #   python -m mutmut show NAME          # the diff of one mutant; python -m mutmut apply NAME writes it (commit first)
+#
+# MUTATION_TESTS (test paths, space-separated) replaces [tool.mutmut]'s test selection: the run then happens in a
+# scratch copy of the checkout (mutmut reads only ./pyproject.toml), MUTATION_DIR (default a new temporary folder),
+# whose mutants/ keeps its results (show / apply from there).
 #
 # mutmut (the `dev` extra) reads [tool.mutmut] in pyproject.toml: it copies the package into mutants/, writes every
 # mutant of ding_dist/policy, ding_dist/data and ding_dist/sync/algorithms there, runs the in-process unit tests once
@@ -13,6 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
+case "$PYTHON" in */* | /*) [ "${PYTHON#/}" = "$PYTHON" ] && PYTHON="$PWD/$PYTHON" ;; esac  # survives the cd below
 
 # The losses, targets, estimators and samplers: mutmut's names are module.x_function or module.xǁClassǁmethod.
 SCOPE=(
@@ -64,6 +71,23 @@ SCOPE=(
 )
 if [ "$#" -gt 0 ]; then SCOPE=("$@"); fi
 
+if [ -n "${MUTATION_TESTS:-}" ]; then
+  work=${MUTATION_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/ding_dist_mutation.XXXXXX")}
+  mkdir -p "$work"
+  cp -r ding_dist tests configs setup.py pyproject.toml "$work"/
+  # shellcheck disable=SC2086
+  "$PYTHON" - "$work/pyproject.toml" $MUTATION_TESTS <<'PY'
+import re, sys
+path, tests = sys.argv[1], sys.argv[2:]
+text = open(path).read()
+selection = "pytest_add_cli_args_test_selection = [" + ", ".join(f'"{t}"' for t in tests) + "]"
+text, n = re.subn(r"pytest_add_cli_args_test_selection = \[[^\]]*\]", selection, text)
+assert n == 1, "no pytest_add_cli_args_test_selection in [tool.mutmut]"
+open(path, "w").write(text)
+PY
+  echo "mutmut in $work on: $MUTATION_TESTS"
+  cd "$work"
+fi
 mkdir -p mutants
 echo "mutmut: ${#SCOPE[@]} patterns, log in mutants/run.log"
 status=0

@@ -44,6 +44,9 @@ class A2CPolicy(PPOPolicy):
         policy = A2CPolicy(A2CPolicy.default_config(), env.single_observation_space, env.single_action_space)
         actions, extras = policy.collect_action(obs, env_step=0)  # extras: logp, value
         stats = policy.learn(rollout)  # {"loss": ..., "policy_loss": ..., "value_loss": ..., "entropy": ...}
+
+    Reference tests: tests/policy/test_a2c.py (the loss and gradient by hand, with and without advantage
+    normalization).
     """
 
     on_policy = True

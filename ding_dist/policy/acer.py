@@ -104,6 +104,9 @@ class ACERPolicy(Policy):
         policy = ACERPolicy(ACERPolicy.default_config(), env.single_observation_space, env.single_action_space)
         actions, extras = policy.collect_action(obs, env_step=0)  # extras: probs (every action's mu)
         stats = policy.learn(rollout)  # chunks into the ring, update_per_collect replayed steps
+
+    Reference tests: tests/policy/test_acer.py (Retrace targets and one update by hand, trust region on and off),
+    tests/policy/test_q_references.py (Retrace on random chunks).
     """
 
     on_policy = True  # the pipeline hands it each rollout; the replay of chunks is its own

@@ -78,6 +78,8 @@ class BDQPolicy(QLearningPolicy):
         cfg = BDQPolicy.default_config()
         policy = BDQPolicy(cfg, env.single_observation_space, env.single_action_space)  # Pendulum: 1 branch
         bins, _ = policy.collect_action(obs, env_step=0)  # [n, 1] bin indices; policy.to_env_action(bins): torques
+
+    Reference tests: tests/policy/test_bdq.py (each branch's own double-Q target).
     """
 
     algorithm = "BDQ"

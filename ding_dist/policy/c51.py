@@ -36,6 +36,9 @@ class C51Policy(QLearningPolicy):
         cfg = C51Policy.default_config()
         policy = C51Policy(cfg, env.single_observation_space, env.single_action_space)
         stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"loss": ..., "q_mean": ...}
+
+    Reference tests: tests/policy/test_c51.py (the projection by hand, the cross-entropy step),
+    tests/policy/test_q_references.py (projection between and outside the support, the double-Q target).
     """
 
     algorithm = "C51"

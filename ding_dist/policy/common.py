@@ -78,6 +78,9 @@ class QLearningPolicy(Policy):
             def learn(self, batch):
                 per_sample = ...  # from self.train_model(batch["obs"]) and self.target_model(batch["next_obs"])
                 return self.apply_loss(per_sample, batch)  # {"loss": ..., with priority: "priority": ...}
+
+    Reference tests: tests/policy/test_q_references.py (prioritized sampling p^alpha / sum, weights (N P)^-beta /
+    max, priorities after an update).
     """
 
     on_policy = False

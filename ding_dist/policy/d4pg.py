@@ -86,6 +86,9 @@ class D4PGPolicy(TD3Policy):
         cfg = D4PGPolicy.default_config()
         policy = D4PGPolicy(cfg, env.single_observation_space, env.single_action_space)
         stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"critic_loss", "actor_loss", "priority", ...}
+
+    Reference tests: tests/policy/test_d4pg.py (the weighted cross-entropy with the projected n-step target, the
+    actor loss).
     """
 
     algorithm = "D4PG"

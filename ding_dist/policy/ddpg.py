@@ -26,6 +26,9 @@ class DDPGPolicy(TD3Policy):
         cfg = DDPGPolicy.default_config()
         policy = DDPGPolicy(cfg, env.single_observation_space, env.single_action_space)
         stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"critic_loss": ..., "actor_loss": ...}
+
+    Reference tests: tests/policy/test_td3.py (the critic target and the actor step, with DDPG's one critic and no
+    smoothing).
     """
 
     algorithm = "DDPG"

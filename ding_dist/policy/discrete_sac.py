@@ -125,6 +125,9 @@ class DiscreteSACPolicy(Policy):
         cfg = DiscreteSACPolicy.default_config()
         policy = DiscreteSACPolicy(cfg, env.single_observation_space, env.single_action_space)
         stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"critic_loss": ..., "alpha": ...}
+
+    Reference tests: tests/policy/test_discrete_sac.py (the expected soft value, the policy loss and one step by
+    hand).
     """
 
     on_policy = False

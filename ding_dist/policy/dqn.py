@@ -143,6 +143,10 @@ class DQNPolicy(Policy):
         policy = DQNPolicy(cfg, env.single_observation_space, env.single_action_space)
         actions, _ = policy.collect_action(obs, env_step=0)
         stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"loss": ..., "q_mean": ...}
+
+    Reference tests: tests/policy/test_dqn.py (Huber/MSE on the double and single target, |TD error| priorities and
+    importance weights, the actors' initial priority), tests/policy/test_q_references.py (n-step returns, the
+    weighted Huber on the double-Q target).
     """
 
     on_policy = False

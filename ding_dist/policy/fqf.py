@@ -122,6 +122,9 @@ class FQFPolicy(QLearningPolicy):
         cfg = FQFPolicy.default_config()
         policy = FQFPolicy(cfg, env.single_observation_space, env.single_action_space)
         stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"loss", "quantile_loss", "fraction_loss", ...}
+
+    Reference tests: tests/policy/test_fqf.py (fractions, width-weighted Q, the W1 fraction loss),
+    tests/policy/test_q_references.py (the quantile loss and the paper's fraction loss on the double-Q target).
     """
 
     algorithm = "FQF"

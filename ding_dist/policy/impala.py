@@ -121,6 +121,9 @@ class IMPALAPolicy(PPOPolicy):
 
         policy = IMPALAPolicy(IMPALAPolicy.default_config(), obs_space, action_space)
         stats = policy.learn(rollout)  # {"loss": ..., "policy_loss": ..., "value_loss": ..., "rho_mean": ...}
+
+    Reference tests: tests/policy/test_impala.py (one update against a numpy V-trace: clipped weights, episode ends,
+    truncation, advantage normalization).
     """
 
     on_policy = True

@@ -95,6 +95,9 @@ class IQNPolicy(QLearningPolicy):
         cfg = IQNPolicy.default_config()
         policy = IQNPolicy(cfg, env.single_observation_space, env.single_action_space)
         stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"loss": ..., "q_mean": ...}
+
+    Reference tests: tests/policy/test_iqn.py (the cosine embedding, the step), tests/policy/test_q_references.py
+    (the quantile Huber loss at the drawn fractions, double-Q target).
     """
 
     algorithm = "IQN"

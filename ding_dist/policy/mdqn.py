@@ -69,6 +69,8 @@ class MDQNPolicy(QLearningPolicy):
         cfg = MDQNPolicy.default_config()
         policy = MDQNPolicy(cfg, env.single_observation_space, env.single_action_space)
         stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"loss": ..., "q_mean": ...}
+
+    Reference tests: tests/policy/test_mdqn.py (the Munchausen target by hand, the step regressing on it).
     """
 
     algorithm = "Munchausen DQN"

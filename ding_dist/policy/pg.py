@@ -114,6 +114,9 @@ class PGPolicy(Policy):
 
         policy = PGPolicy(PGPolicy.default_config(), env.single_observation_space, env.single_action_space)
         stats = policy.learn(rollout)  # a step once n_episode episodes are complete
+
+    Reference tests: tests/policy/test_pg.py (an episode across two rollouts: its return and loss by hand;
+    DI-engine's minibatch loop written out).
     """
 
     on_policy = True

@@ -140,6 +140,9 @@ class PPGOffPolicy(PPOOffPolicy):
 
         policy = PPGOffPolicy(PPGOffPolicy.default_config(), env.single_observation_space, env.single_action_space)
         stats = policy.learn(rollout)  # policy phase x update_per_collect, an auxiliary phase every aux_freq steps
+
+    Reference tests: tests/policy/test_ppg.py (the policy step, value step and auxiliary step by hand; the auxiliary
+    phase's KL against the logits frozen at its start).
     """
 
     on_policy = True  # the pipeline hands it each rollout; the rings are its own

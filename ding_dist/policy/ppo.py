@@ -205,6 +205,9 @@ class PPOPolicy(Policy):
         policy = PPOPolicy(cfg, env.single_observation_space, env.single_action_space)
         actions, extras = policy.collect_action(obs, env_step=0)  # extras: logp, value
         stats = policy.learn(rollout)  # rollout from the collector, fields [T, N, ...]
+
+    Reference tests: tests/policy/test_ppo.py (test_one_minibatch_is_the_clipped_loss_on_gae_by_hand: GAE, advantage
+    normalization, clipped surrogate, value clip, entropy).
     """
 
     on_policy = True

@@ -99,6 +99,9 @@ class PPOOffPolicy(PPOPolicy):
         policy = PPOOffPolicy(PPOOffPolicy.default_config(), env.single_observation_space, env.single_action_space)
         actions, extras = policy.collect_action(obs, env_step=0)  # extras: logp, value
         stats = policy.learn(rollout)  # GAE, into the ring, update_per_collect replayed steps
+
+    Reference tests: tests/policy/test_ppo_offpolicy.py (the replayed step by hand: advantage normalization, value
+    clip on and off, GAE at collection).
     """
 
     on_policy = True  # the pipeline hands it each rollout; the replay of processed samples is its own

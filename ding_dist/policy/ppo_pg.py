@@ -53,6 +53,8 @@ class PPOPGPolicy(PGPolicy):
         policy = PPOPGPolicy(PPOPGPolicy.default_config(), env.single_observation_space, env.single_action_space)
         actions, extras = policy.collect_action(obs, env_step=0)  # extras: logp
         stats = policy.learn(rollout)  # PPO epochs once n_episode episodes are complete
+
+    Reference tests: tests/policy/test_ppo_pg.py (the clipped loss on an episode across two rollouts, by hand).
     """
 
     on_policy = True

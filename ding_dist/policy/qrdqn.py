@@ -35,6 +35,9 @@ class QRDQNPolicy(QLearningPolicy):
         cfg = QRDQNPolicy.default_config()
         policy = QRDQNPolicy(cfg, env.single_observation_space, env.single_action_space)
         stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"loss": ..., "q_mean": ...}
+
+    Reference tests: tests/policy/test_qrdqn.py (the quantile Huber loss by hand), tests/policy/test_q_references.py
+    (at the midpoints, on the double-Q target).
     """
 
     algorithm = "QR-DQN"

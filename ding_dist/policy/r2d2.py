@@ -189,6 +189,9 @@ class R2D2Policy(Policy):
         policy.reset_state(terminated | truncated)                 # the collector, after the env step
         batch, weights, index = buffer.sample(8)
         stats = policy.learn({**batch, "weight": weights})         # stats["priority"]: one per sequence
+
+    Reference tests: tests/policy/test_r2d2.py (the rescaled n-step target), tests/policy/test_q_references.py
+    (value rescaling and its inverse, the masked rescaled n-step double-Q loss after burn-in).
     """
 
     on_policy = False

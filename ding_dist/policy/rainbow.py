@@ -46,6 +46,9 @@ class RainbowPolicy(QLearningPolicy):
         cfg = RainbowPolicy.default_config()
         policy = RainbowPolicy(cfg, env.single_observation_space, env.single_action_space)
         stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"loss": ..., "q_mean": ...}
+
+    Reference tests: tests/policy/test_rainbow.py, tests/policy/test_q_references.py (C51's loss on the double-Q
+    target under the update's noise).
     """
 
     algorithm = "Rainbow"

@@ -167,6 +167,9 @@ class SACPolicy(Policy):
         actions, _ = policy.collect_action(obs, env_step=0)  # in [-1, 1]
         env_actions = policy.to_env_action(actions)  # on the env's bounds
         stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"critic_loss": ..., "alpha": ...}
+
+    Reference tests: tests/policy/test_sac.py (the squashed log-probability, the critic terms, Polyak targets),
+    tests/policy/test_q_references.py (twin-minimum soft target, entropy term, alpha loss).
     """
 
     on_policy = False

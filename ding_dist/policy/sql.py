@@ -65,6 +65,8 @@ class SQLPolicy(QLearningPolicy):
         cfg = SQLPolicy.default_config()
         policy = SQLPolicy(cfg, env.single_observation_space, env.single_action_space)
         stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"loss": ..., "soft_value": ...}
+
+    Reference tests: tests/policy/test_sql.py (the soft value and target by hand, the step regressing on it).
     """
 
     algorithm = "SQL"

@@ -76,6 +76,8 @@ class SQNPolicy(QLearningPolicy):
         cfg = SQNPolicy.default_config()
         policy = SQNPolicy(cfg, env.single_observation_space, env.single_action_space)
         stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"loss", "alpha_loss", "alpha", ...}
+
+    Reference tests: tests/policy/test_sqn.py (the twin soft-Q loss and the temperature loss).
     """
 
     algorithm = "SQN"

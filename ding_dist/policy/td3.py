@@ -62,6 +62,9 @@ class TD3Policy(Policy):
         policy = TD3Policy(cfg, env.single_observation_space, env.single_action_space)
         actions, _ = policy.collect_action(obs, env_step=0)  # in [-1, 1]
         stats = policy.learn(replay.sample(cfg.learn.batch_size))  # {"critic_loss": ..., "actor_loss": ...}
+
+    Reference tests: tests/policy/test_td3.py (the smoothed twin-minimum target, the delayed actor),
+    tests/policy/test_q_references.py (twin minimum at the clipped smoothed action).
     """
 
     on_policy = False

@@ -31,6 +31,7 @@ def test_gae_limits_match_monte_carlo_and_td():
     done[2, 0] = True
     # lambda = 0: one-step TD residuals
     adv0, ret0 = compute_gae(r, v, nv, done, gamma, 0.0)
+    assert adv0.dtype == np.float32  # float32 advantages from float64 inputs (the rollout's tensors' dtype)
     np.testing.assert_allclose(adv0, r + gamma * nv * ~done - v, rtol=1e-5)
     np.testing.assert_allclose(ret0, adv0 + v, rtol=1e-5)
     # lambda = 1 with consistent next values (as in a rollout): discounted return to the episode end

@@ -16,6 +16,7 @@ from ding_dist.entry import pipeline
 from ding_dist.policy import get_policy_cls
 from ding_dist.policy.ppo import compute_gae
 from ding_dist.policy.ppo_offpolicy import PPOOffPolicy, SampleRing
+from tests.policy import reference
 
 REPO = Path(__file__).resolve().parents[2]
 OBS = gym.spaces.Box(-1.0, 1.0, (3,))
@@ -76,33 +77,53 @@ def test_learn_stores_gae_of_the_collecting_values_and_replays_it():
     np.testing.assert_allclose(stored["adv"][2:6].numpy(), adv.reshape(-1)[2:], rtol=1e-5, atol=1e-6)
 
 
-def test_update_matches_a_hand_computation():
-    policy = make(clip_ratio=0.1, value_clip_ratio=0.1)
+def _replay_batch(n: int = 8) -> dict[str, torch.Tensor]:
+    """A replayed batch whose advantages have std > 5 and mean 2.4, and whose stored log-probabilities put the
+    ratio to the (near-uniform) network outside ``[0.9, 1.1]`` on both sides."""
     g = torch.Generator().manual_seed(3)
-    batch = {
-        "obs": torch.rand(6, 3, generator=g) * 2 - 1,
-        "action": torch.randint(0, 3, (6,), generator=g),
-        "logp": torch.rand(6, generator=g) * -2,
-        "value": torch.randn(6, generator=g),
-        "adv": torch.randn(6, generator=g),
+    return {
+        "obs": torch.rand(n, 3, generator=g) * 2 - 1,
+        "action": torch.randint(0, 3, (n,), generator=g),
+        "logp": torch.linspace(-2.5, -0.2, n)[torch.randperm(n, generator=g)],
+        "value": torch.randn(n, generator=g),
+        "adv": torch.tensor([12.0, -7.0, 3.0, -4.0, 9.0, 0.5, -2.0, 8.0]),
     }
+
+
+@pytest.mark.parametrize("adv_norm, value_clip", [(False, 0.1), (True, 0.1), (False, None)])
+def test_update_matches_a_hand_computation(adv_norm, value_clip):
+    """One replayed step against the loss written out per sample: the ratio to the stored log-probabilities,
+    the clipped surrogate on (normalized) advantages, ``0.5 * max`` of the clipped and unclipped value errors (or
+    ``0.5 * (v - R)^2`` without the clip) against ``R = V_old + A`` (the raw advantage), value and entropy weights."""
+    policy = make(clip_ratio=0.1, value_clip_ratio=value_clip, adv_norm=adv_norm)
+    batch = _replay_batch()
+    raw = batch["adv"].double().numpy()
+    assert raw.std() > 5 and abs(raw.mean()) > 1  # the normalization's division and mean both matter
+    a = reference.normalized(raw) if adv_norm else raw
     model = copy.deepcopy(policy.model)
     logits, v = model(batch["obs"])
     dist = Categorical(logits=logits)
     ratio = (dist.log_prob(batch["action"]) - batch["logp"]).exp()
-    a, old_v = batch["adv"], batch["value"]
-    policy_loss = torch.max(-a * ratio, -a * ratio.clamp(0.9, 1.1)).mean()
-    ret = a + old_v
-    v_clip = old_v + (v - old_v).clamp(-0.1, 0.1)
-    value_loss = 0.5 * torch.max((v - ret) ** 2, (v_clip - ret) ** 2).mean()
-    loss = policy_loss + 0.7 * value_loss - 0.2 * dist.entropy().mean()
-    grads = torch.autograd.grad(loss, list(model.parameters()))
+    assert ratio.min() < 0.9 and ratio.max() > 1.1  # the clip is active on both sides
+    old_v, ret = batch["value"], batch["adv"] + batch["value"]
+    policy_terms, value_terms, clip_binds = [], [], []
+    for i in range(len(a)):
+        policy_terms.append(torch.max(-float(a[i]) * ratio[i], -float(a[i]) * ratio[i].clamp(0.9, 1.1)))
+        v_clip = old_v[i] + (v[i] - old_v[i]).clamp(-0.1, 0.1)
+        clip_binds.append(bool((v_clip - ret[i]) ** 2 > (v[i] - ret[i]) ** 2))
+        unclipped = (v[i] - ret[i]) ** 2
+        value_terms.append(0.5 * (unclipped if value_clip is None else torch.max(unclipped, (v_clip - ret[i]) ** 2)))
+    assert any(clip_binds) and not all(clip_binds)  # the value clip binds on some samples only
+    policy_loss, value_loss = torch.stack(policy_terms).mean(), torch.stack(value_terms).mean()
+    entropy = dist.entropy().mean()
+    loss = policy_loss + 0.7 * value_loss - 0.2 * entropy
+    expected = torch.autograd.grad(loss, list(model.parameters()))
 
     stats = policy.update(batch)
-    assert stats["loss"].item() == pytest.approx(loss.item(), rel=1e-5)
-    assert stats["value_loss"].item() == pytest.approx(value_loss.item(), rel=1e-5)
-    for p, grad in zip(policy.model.parameters(), grads):
-        torch.testing.assert_close(p.grad, grad, rtol=1e-5, atol=1e-7)
+    for key, want in (("loss", loss), ("policy_loss", policy_loss), ("value_loss", value_loss), ("entropy", entropy)):
+        assert stats[key].item() == pytest.approx(want.item(), rel=1e-5, abs=1e-6), key
+    assert stats["clip_frac"].item() == pytest.approx(((ratio - 1).abs() > 0.1).float().mean().item())
+    reference.assert_grads_close(policy.model, expected)
 
 
 def test_sample_ring_draws_only_what_it_holds():
