@@ -174,7 +174,7 @@ def _compile_and_try(config: Path, args: argparse.Namespace) -> Any:
             raise UsageError(f"--env {env.get('id')!r}: {first_line(e)}") from e
         raise UsageError(f"config {str(config)!r}: {what} cannot be made: {first_line(e)}") from e
     try:  # the policy on this env's spaces (on CPU): e.g. DQN on a Box action space is one line, not a traceback
-        from ding_dist.entry.experiment import build_policy
+        from ding_dist.entry.factories import build_policy
         from ding_dist.policy.base import acting_only
 
         with acting_only():  # no optimizers: they import torch._dynamo (1.5 s) in a process that never trains
@@ -212,7 +212,7 @@ def check_local_world(cfg: Any, nproc: int) -> None:
     if errors:
         raise UsageError("; ".join(errors))
     check_sample_groups(cfg, al.learners if al.actors else nproc)
-    from ding_dist.entry.experiment import cpu_cores
+    from ding_dist.entry.threads import cpu_cores
 
     cores = cpu_cores()
     if nproc > cores:

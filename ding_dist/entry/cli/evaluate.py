@@ -73,7 +73,7 @@ def _record_video(cfg: Any, ckpt: Path, args: argparse.Namespace, gif: bool = Fa
     """``eval --video OUT.mp4`` (or ``--gif OUT.gif`` with ``gif``): the checkpoint's greedy episodes, one
     unless ``--episodes`` was given, back to back in the one file named (:mod:`ding_dist.entry.cli.video`)."""
     from ding_dist.entry.cli.video import record_episodes, record_gif
-    from ding_dist.entry.experiment import build_policy
+    from ding_dist.entry.factories import build_policy
     from ding_dist.envs import make_env
     from ding_dist.utils.checkpoint import load_checkpoint
 

@@ -200,8 +200,8 @@ def _continues_past_stop_value(args: argparse.Namespace, cfg: Any, state: dict) 
 def _resume_is_done(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
     """A resume keeps the run's ``--max-env-steps`` unless given again; True (after one line on stdout) when
     the run already reached it or ``env.stop_value``, so no iteration is run."""
-    from ding_dist.entry.experiment import restart_count
     from ding_dist.entry.services.run_folder import done_message
+    from ding_dist.entry.torchrun_job import restart_count
 
     if args.max_env_steps is None:
         args.max_env_steps = state.get("max_env_steps")
@@ -217,7 +217,7 @@ def _elastic_job_folder(args: argparse.Namespace) -> bool:
     """``--nnodes``: True when ``--exp-dir`` holds the run of this very job (its id in the folder), which a node
     that joins, or a job started again with the same id, continues."""
     from ding_dist.entry.cli.elastic_launch import job_id_for
-    from ding_dist.entry.experiment import JOB_FILE
+    from ding_dist.entry.torchrun_job import JOB_FILE
 
     if args.nnodes is None:
         return False
