@@ -471,12 +471,12 @@ def test_apex_bad_input_is_one_line_and_exit_2_before_any_process_starts(overrid
     from pathlib import Path
 
     from ding_dist.entry import pipeline
-    from ding_dist.entry.cli import commands, main
+    from ding_dist.entry.cli import main, train
 
     def no_start(*args, **kwargs):
         raise AssertionError("a run was started")
 
-    monkeypatch.setattr(commands, "launch_local", no_start)
+    monkeypatch.setattr(train, "launch_local", no_start)
     monkeypatch.setattr(pipeline, "train", no_start)
     config = Path(__file__).resolve().parents[1] / "configs" / "cartpole_apex_dqn_config.py"
     code = main(["train", str(config), "--set", override])

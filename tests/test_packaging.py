@@ -149,11 +149,11 @@ def test_a_shipped_config_is_found_by_name_from_any_folder(arg, tmp_path, monkey
 @pytest.mark.parametrize("arg", ["cartpole_ppo", "configs/cartpole_ppo_config.py"])
 def test_the_python_api_finds_shipped_configs_as_the_cli_does(arg, tmp_path, monkeypatch):
     """``read_config`` and ``load_config`` take what ``ding-dist train`` takes (one lookup for both)."""
-    from ding_dist.entry.cli.commands import _check_config
+    from ding_dist.entry.cli.checks import check_config
     from ding_dist.entry.pipeline import load_config
 
     monkeypatch.chdir(tmp_path)
-    assert _check_config(arg) == configs_dir() / "cartpole_ppo_config.py"
+    assert check_config(arg) == configs_dir() / "cartpole_ppo_config.py"
     assert read_config(arg) == read_config(configs_dir() / "cartpole_ppo_config.py")
     assert load_config(arg).exp_name == "cartpole_ppo"
     with pytest.raises(ConfigError, match=r"'cartpol_ppo' does not exist and is not a shipped config: acrobot_dqn, "):

@@ -31,14 +31,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ding_dist.comm.heartbeat import heartbeat_running, heartbeat_scope
-from ding_dist.entry.experiment import (
-    DEFAULT_HEALTH_TIMEOUT_S,
-    ConfigArg,
-    Experiment,
-    default_exp_dir,
-    holds_run,
-    load_config,
-)
+from ding_dist.entry.exp_folder import default_exp_dir, holds_run
+from ding_dist.entry.experiment import DEFAULT_HEALTH_TIMEOUT_S, ConfigArg, Experiment, load_config
 from ding_dist.entry.loops.actor import ActorLoop
 from ding_dist.entry.loops.data_parallel import DataParallelLoop
 from ding_dist.entry.loops.inference_loop import InferenceLoop

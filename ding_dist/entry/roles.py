@@ -251,7 +251,7 @@ def chunk_steps(n_sample: int, num_envs: int) -> int:
 
 
 def role_threads(al: Mapping[str, Any], roles: Roles, rank: int, cores: int, local_world: int) -> dict[str, int | None]:
-    """The threads arguments of :func:`~ding_dist.entry.experiment.default_threads` for actor-learner ``rank``:
+    """The threads arguments of :func:`~ding_dist.entry.threads.default_threads` for actor-learner ``rank``:
     ``threads``, ``actor_learner.learner_threads`` / ``actor_threads`` when set to a number (it wins over
     ``OMP_NUM_THREADS``), and ``image_threads``, what ``"auto"`` gives a convolutional network: an actor
     (or the inference rank) 1, a learner the ``cores`` its host's actors and inference rank leave (each

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ding_dist.entry import cli
-from ding_dist.entry.cli import commands
+from ding_dist.entry.cli import checks
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -70,13 +70,13 @@ def test_learners_that_cannot_split_the_batch(tmp_path, capsys):
 
 
 def test_more_processes_than_cores_warns_once(monkeypatch, capsys):
-    monkeypatch.setattr(commands.os, "sched_getaffinity", lambda pid: {0, 1})
-    cfg = commands._check_compiles(CONFIGS / "cartpole_ppo_config.py", cli.build_parser().parse_args(
+    monkeypatch.setattr(checks.os, "sched_getaffinity", lambda pid: {0, 1})
+    cfg = checks.check_compiles(CONFIGS / "cartpole_ppo_config.py", cli.build_parser().parse_args(
         ["train", str(CONFIGS / "cartpole_ppo_config.py")]))  # fmt: skip
-    commands._check_local_world(cfg, 4)
+    checks.check_local_world(cfg, 4)
     err = capsys.readouterr().err
     assert err.count("warning: 4 processes on 2 CPU core(s)") == 1
-    commands._check_local_world(cfg, 2)
+    checks.check_local_world(cfg, 2)
     assert capsys.readouterr().err == ""
 
 

@@ -57,7 +57,7 @@ def test_a_rank_leaves_the_interrupt_line_to_its_launcher(monkeypatch, capsys):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(commands, "_config_show", interrupted)
+    monkeypatch.setattr(commands, "config_show", interrupted)
     monkeypatch.delenv("RANK", raising=False)
     assert cli_main(["config", "show", CONFIG]) == 130
     assert capsys.readouterr().err == "ding-dist: interrupted (SIGINT)\n"

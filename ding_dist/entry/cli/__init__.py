@@ -26,9 +26,12 @@ Bad input (missing files, bad ``--set`` syntax, bad or negative numbers, unknown
 that do not exist) ends with one line ``ding-dist: error: ...`` on stderr and exit code 2, before any
 process is started.
 
-The package: :mod:`~ding_dist.entry.cli.parser` (the arguments), :mod:`~ding_dist.entry.cli.commands` (train,
-resume, eval, config show, and ``main``), :mod:`~ding_dist.entry.cli.local_launch` (the local launcher and its
-failure summary), :mod:`~ding_dist.entry.cli.plot` and :mod:`~ding_dist.entry.cli.video` (eval's recordings),
+The package: :mod:`~ding_dist.entry.cli.parser` (the arguments), :mod:`~ding_dist.entry.cli.commands` (``main``
+and ``run``), one module per command family (:mod:`~ding_dist.entry.cli.train`: train, resume, requeue;
+:mod:`~ding_dist.entry.cli.evaluate`; :mod:`~ding_dist.entry.cli.convert`: config show, ckpt convert),
+:mod:`~ding_dist.entry.cli.checks` (their input checks), :mod:`~ding_dist.entry.cli.launching` (the ranks' run),
+:mod:`~ding_dist.entry.cli.local_launch` (the local launcher and its failure summary),
+:mod:`~ding_dist.entry.cli.plot` and :mod:`~ding_dist.entry.cli.video` (eval's recordings),
 :mod:`~ding_dist.entry.cli.errors`. Importing it imports no torch (``ding-dist --help`` answers at once).
 """
 
@@ -40,7 +43,7 @@ from typing import Any, NoReturn
 
 # load_curves and plot_curves (ding_dist.entry.cli.plot) are importable from here too, see __getattr__
 __all__ = ["build_parser", "main", "run", "UsageError", "resolve_checkpoint"]
-_LAZY = {"main": "commands", "resolve_checkpoint": "commands", "UsageError": "errors", "build_parser": "parser",
+_LAZY = {"main": "commands", "resolve_checkpoint": "checks", "UsageError": "errors", "build_parser": "parser",
          "load_curves": "plot", "plot_curves": "plot"}  # fmt: skip
 
 

@@ -156,7 +156,7 @@ def launch_local(nproc: int, max_restarts: int, child_argv: list[str], entry: Ca
 
     from ding_dist.comm.heartbeat import watch_heartbeats
     from ding_dist.entry.cli.agent import stop_aware_agent
-    from ding_dist.entry.experiment import cpu_cores
+    from ding_dist.entry.threads import cpu_cores
 
     method, why = _start_method(nproc, cpu_cores())
     fork = method == "fork"

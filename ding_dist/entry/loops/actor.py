@@ -23,10 +23,12 @@ import time
 from typing import Any
 
 from ding_dist.comm import DeadRankError, get_local_size, health_check, resolve_timeout
-from ding_dist.entry.experiment import Experiment, build_policy, cpu_cores, default_threads, env_manager
+from ding_dist.entry.experiment import Experiment
+from ding_dist.entry.factories import build_policy, env_manager
 from ding_dist.entry.roles import RoleGroups, actor_envs, chunk_steps, role_threads
 from ding_dist.entry.services.checkpointing import Checkpointing
 from ding_dist.entry.services.failures import close_workers, stop_name
+from ding_dist.entry.threads import cpu_cores, default_threads
 from ding_dist.envs import make_vec_env
 from ding_dist.policy.base import acting_only, policy_sync_group
 from ding_dist.worker import Collector

@@ -33,14 +33,8 @@ import torch
 
 from ding_dist.comm import allreduce, comm_device, debug_enabled, health_check
 from ding_dist.config.split import split_config
-from ding_dist.entry.experiment import (
-    Experiment,
-    build_policy,
-    default_threads,
-    env_manager,
-    make_replay_buffer,
-    replay_capacity,
-)
+from ding_dist.entry.experiment import Experiment
+from ding_dist.entry.factories import build_policy, env_manager, make_replay_buffer, replay_capacity
 from ding_dist.entry.services.checkpointing import Checkpointing
 from ding_dist.entry.services.evaluation import Evaluation
 from ding_dist.entry.services.failures import (
@@ -52,6 +46,7 @@ from ding_dist.entry.services.failures import (
 )
 from ding_dist.entry.services.metrics import Metrics
 from ding_dist.entry.services.run_folder import save_run_config, write_result
+from ding_dist.entry.threads import default_threads
 from ding_dist.envs import make_vec_env
 from ding_dist.utils import progress_bar, shown_path
 from ding_dist.worker import Collector, Evaluator, Learner, reduce_log

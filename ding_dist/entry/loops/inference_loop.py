@@ -25,9 +25,11 @@ import time
 from typing import Any
 
 from ding_dist.comm import health_check, resolve_timeout
-from ding_dist.entry.experiment import Experiment, build_policy, default_threads
+from ding_dist.entry.experiment import Experiment
+from ding_dist.entry.factories import build_policy
 from ding_dist.entry.roles import RoleGroups, actor_envs
 from ding_dist.entry.services.checkpointing import Checkpointing
+from ding_dist.entry.threads import default_threads
 from ding_dist.envs import make_vec_env
 from ding_dist.policy.base import acting_only, policy_sync_group
 from ding_dist.utils.fileio import atomic_write_text

@@ -34,15 +34,8 @@ import torch
 from ding_dist.comm import DeadRankError, allreduce, comm_device, debug_enabled, get_local_size, health_check
 from ding_dist.config.split import split_config
 from ding_dist.data.replay_shards import ReplayShards
-from ding_dist.entry.experiment import (
-    Experiment,
-    build_policy,
-    cpu_cores,
-    default_threads,
-    env_manager,
-    make_replay_buffer,
-    replay_capacity,
-)
+from ding_dist.entry.experiment import Experiment
+from ding_dist.entry.factories import build_policy, env_manager, make_replay_buffer, replay_capacity
 from ding_dist.entry.roles import RoleGroups, chunk_steps, role_threads
 from ding_dist.entry.services.checkpointing import Checkpointing
 from ding_dist.entry.services.evaluation import Evaluation
@@ -55,6 +48,7 @@ from ding_dist.entry.services.failures import (
 )
 from ding_dist.entry.services.metrics import Metrics, finish_replay_values, replay_values
 from ding_dist.entry.services.run_folder import save_run_config, write_result
+from ding_dist.entry.threads import cpu_cores, default_threads
 from ding_dist.envs import make_vec_env
 from ding_dist.policy.base import policy_sync_group
 from ding_dist.utils import progress_bar, shown_path

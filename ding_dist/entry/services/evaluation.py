@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ding_dist.comm import health_check
-from ding_dist.entry.experiment import ConfigArg, build_policy, env_manager, is_compiled, load_config
+from ding_dist.entry.experiment import ConfigArg, is_compiled, load_config
+from ding_dist.entry.factories import build_policy, env_manager
 from ding_dist.entry.services.checkpointing import load_policy_state
 from ding_dist.entry.services.counters import Counters
 from ding_dist.entry.services.metrics import Metrics

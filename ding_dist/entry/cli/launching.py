@@ -1,0 +1,139 @@
+"""Running the ranks of ``ding-dist train``: the environment the launcher hands them, the argv of each rank it starts,
+and one rank's run (``pipeline.train`` under a :class:`~ding_dist.comm.DistContext`) with its summary and exit code.
+
+Example:
+    >>> from ding_dist.entry.cli.launching import restart_env
+    >>> restart_env(0)
+    {}
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ding_dist.entry.cli.elastic_launch import SHARE_STORE_ENV
+from ding_dist.entry.cli.errors import (
+    EXIT_SIGINT,
+    EXIT_SIGTERM,
+    EXIT_SIGUSR1,
+    PROG,
+)
+from ding_dist.utils.fileio import shown_path
+
+__all__ = ["DEBUG_ENV", "STOP_CODES", "TIMEOUT_ENV", "child_argv", "env_set", "print_rank0", "restart_env",
+           "run_rank", "run_recorded_rank", "train_summary"]  # fmt: skip
+
+DEBUG_ENV = "DING_DIST_DEBUG"
+
+
+TIMEOUT_ENV = "DING_DIST_TIMEOUT"
+
+
+def print_rank0(text: str) -> None:
+    """Print ``text`` (flushed) on rank 0 only."""
+    from ding_dist.comm import get_rank
+
+    if get_rank() == 0:
+        print(text, flush=True)
+
+
+@contextmanager
+def env_set(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables (inherited by the ranks a launcher starts) and restore them afterwards."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, old in saved.items():
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
+
+
+def child_argv(args: argparse.Namespace, config: Path, exp_dir: Path) -> list[str]:
+    # The experiment folder as the user gave it (the ranks share the launcher's working folder, restarted ones too),
+    # so every rank shows it as given; the one folder chosen by the launcher, so no rank picks another.
+    argv = ["train", str(config), "--exp-dir", str(exp_dir), "--health-timeout", repr(args.health_timeout)]
+    if args.seed is not None:
+        argv += ["--seed", str(args.seed)]
+    if args.overrides:
+        argv += ["--set", *args.overrides]
+    if args.max_env_steps is not None:
+        argv += ["--max-env-steps", str(args.max_env_steps)]
+    if args.resume is not None:
+        argv += ["--resume", str(args.resume)]
+    if args.timeout is not None:
+        argv += ["--timeout", repr(args.timeout)]
+    if args.debug:
+        argv += ["--debug"]
+    return argv
+
+
+def restart_env(max_restarts: int) -> dict[str, str]:
+    """Torchrun reuses one TCP store for every restart of the workers by default, so a restarted rank can
+    read the gloo addresses the dead generation left there and fail to connect. With store sharing off,
+    each generation's rank 0 serves a fresh store on a new port."""
+    if max_restarts > 0 and SHARE_STORE_ENV not in os.environ:
+        return {SHARE_STORE_ENV: "1"}
+    return {}
+
+
+STOP_CODES = {"SIGINT": EXIT_SIGINT, "SIGTERM": EXIT_SIGTERM, "SIGUSR1": EXIT_SIGUSR1}  # 128 + the signal
+
+
+def run_rank(args: argparse.Namespace, cfg: Any) -> int:
+    """This process's rank of the job (a world of one without a launcher), on the config compiled once."""
+    from ding_dist.comm import DistContext, debug_enabled, set_debug
+    from ding_dist.entry import pipeline
+    from ding_dist.entry.cli.agent import die_with_agent
+
+    die_with_agent()  # under torchrun: a killed agent leaves no orphan (this rank stops as if preempted)
+    was_debug = debug_enabled()
+    if args.debug:
+        set_debug(True)
+    try:
+        with DistContext():
+            result = pipeline.train(
+                cfg,
+                exp_dir=args.exp_dir,
+                max_env_steps=args.max_env_steps,
+                resume=args.resume,
+                health_timeout=args.health_timeout,
+            )
+            print_rank0(train_summary(result, args.exp_dir))
+            stopped = result.get("stopped_by")
+            if stopped in STOP_CODES:  # a preempted run: its step is checkpointed; the shell sees the signal's code
+                print_rank0(f"{PROG}: stopped by {stopped} at env step {result['env_steps']}, checkpointed")
+    finally:
+        set_debug(was_debug)
+    return STOP_CODES.get(stopped, 0)
+
+
+def run_recorded_rank(args: argparse.Namespace, cfg: Any) -> int:
+    """``run_rank`` under torchrun's ``record``: an uncaught exception reaches the launcher's summary."""
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    return record(run_rank)(args, cfg)
+
+
+def train_summary(result: dict[str, Any], exp_dir: str | None) -> str:
+    """The one line ``ding-dist train`` prints after a run: steps, world size, time, eval returns, result file."""
+
+    def num(key: str) -> str:
+        value = result.get(key)
+        return f"{value:.2f}" if isinstance(value, (int, float)) else str(value)
+
+    folder = result.get("exp_dir") or exp_dir
+    where = f"; result: {shown_path(Path(folder) / 'result.json')}" if folder else ""
+    return (
+        f"trained {result.get('env_steps')} env steps ({result.get('train_iters')} train iters, "
+        f"world size {result.get('world_size')}) in {num('wall_time_s')} s; "
+        f"eval return best {num('best_eval_return')}, last {num('last_eval_return')}{where}"
+    )

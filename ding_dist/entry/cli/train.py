@@ -1,0 +1,260 @@
+"""``ding-dist train`` (and ``resume``, and ``--requeue`` under SLURM): the checks of its flags, the run it resumes,
+then one rank here, or the ranks through the local or elastic launcher.
+
+Example:
+    >>> from ding_dist.entry.cli import main
+    >>> main(["train", "cartpole_dqn", "--max-env-steps", "1000"])  # doctest: +SKIP
+    0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ding_dist.entry.cli.checks import (
+    check_compiles,
+    check_config,
+    check_config_or_name,
+    check_local_world,
+    check_wandb,
+    check_writable,
+    compile_config,
+    name_the_config,
+    under_launcher,
+)
+from ding_dist.entry.cli.errors import (
+    ERROR_FILE_ENV,
+    EXIT_SIGTERM,
+    EXIT_SIGUSR1,
+    PROG,
+    UsageError,
+)
+from ding_dist.entry.cli.launching import (
+    DEBUG_ENV,
+    TIMEOUT_ENV,
+    child_argv,
+    env_set,
+    restart_env,
+    run_rank,
+    run_recorded_rank,
+)
+from ding_dist.entry.cli.local_launch import launch_local
+from ding_dist.utils.logging import TRACK_ENV
+
+__all__ = ["REQUEUE_ENV", "train_command"]
+
+REQUEUE_ENV = "SLURM_RESTART_COUNT"  # SLURM sets it in a requeued job
+
+
+_REQUEUED = (EXIT_SIGTERM, EXIT_SIGUSR1)  # a scheduler's stops (Ctrl-C is the user's: not requeued)
+
+
+def train_command(args: argparse.Namespace, entry: Callable[[list[str]], int]) -> int:
+    """``ding-dist train`` (``resume`` comes here as ``train --resume``); ``entry`` is what a forked local rank runs
+    with its argv (the CLI's ``main``). Returns the exit code."""
+    from ding_dist.entry import pipeline
+    from ding_dist.utils.checkpoint import CheckpointManager, check_finite_weights, load_checkpoint
+
+    if getattr(args, "requeue", False):
+        if args.exp_dir is None and args.resume is None:
+            raise UsageError("--requeue needs --exp-dir: the requeued job resumes from that folder")
+        restarts = os.environ.get(REQUEUE_ENV, "0")
+        if args.resume is None and restarts not in ("", "0") and pipeline.holds_run(args.exp_dir):
+            args.resume, args.exp_dir = args.exp_dir, None
+            print(f"{PROG}: requeued job ({REQUEUE_ENV}={restarts}): resuming {args.resume}", file=sys.stderr)
+    if args.resume is not None and args.config is None and args.algo is None and args.env is None:
+        args.config = _resume_config(args.resume)  # the run's own saved config
+    check_config_or_name(args)
+    if args.algo is not None:
+        from ding_dist.config.presets import preset_config
+
+        args.config = str(preset_config(args.algo, args.env))
+    config = check_config(args.config)
+    resumed = None
+    if args.resume is not None:
+        if not Path(args.resume).is_dir():
+            raise UsageError(f"--resume {args.resume!r} is not an experiment folder")
+        ckpts = CheckpointManager(Path(args.resume) / "ckpt")
+        newest = ckpts.latest()
+        if newest is None:
+            raise UsageError(f"--resume {args.resume!r}: no complete checkpoint in its ckpt/ folder"
+                             if ckpts.directory.is_dir() else f"--resume {args.resume!r} holds no checkpoint (no "
+                             "ckpt/ folder: the run stopped before its first one); start it again")  # fmt: skip
+        resumed = load_checkpoint(newest)
+        check_finite_weights(resumed, newest)  # one line now, not a failure at the first updates of every rank
+    if args.nproc is None:
+        args.nproc = 1 if resumed is None or under_launcher() else _resumed_world(args, resumed)
+    if args.exp_dir is not None and Path(args.exp_dir).exists() and not Path(args.exp_dir).is_dir():
+        raise UsageError(f"--exp-dir {args.exp_dir!r} exists and is not a folder")
+    if args.nnodes is not None and args.exp_dir is None and args.resume is None:
+        raise UsageError("--nnodes needs --exp-dir: the experiment folder every node of the job shares")
+    if (args.exp_dir is not None and args.resume is None and not under_launcher() and pipeline.holds_run(args.exp_dir)
+            and not _elastic_job_folder(args)):  # fmt: skip
+        raise UsageError(
+            f"--exp-dir {args.exp_dir!r} already holds a run: add --resume {args.exp_dir} to continue it, "
+            "or choose another folder"
+        )
+    asked_nproc = args.nproc
+    args.nproc = _actor_learner_nproc(args)
+    cfg = check_compiles(config, args)
+    if not under_launcher():  # a folder no rank can write: one line now, not a traceback from every rank
+        if args.exp_dir is None and args.resume is None:  # chosen (and said) once, here: every rank gets it
+            args.exp_dir, args.exp_dir_chosen = str(pipeline.default_exp_dir(cfg.exp_name)), True
+        check_writable(args.exp_dir or args.resume, args)
+    if args.resume is not None and _continues_past_stop_value(args, cfg, resumed):
+        cfg = compile_config(config, args)
+    if args.resume is not None and _resume_is_done(args, cfg, resumed):
+        return 0
+    if cfg.actor_learner.actors and args.actors is None:  # the roles come from the config file
+        al = cfg.actor_learner
+        both, inference = al.actors + al.learners, al.get("inference", 0)
+        if args.nproc not in (1, both, both + inference):  # --nproc may leave out the inference rank
+            raise UsageError(
+                f"--nproc {args.nproc} does not match the config's actor_learner.actors={al.actors} "
+                f"+ actor_learner.learners={al.learners}" + (" + actor_learner.inference=1" if inference else "")
+            )
+        args.nproc = both + inference
+    env = {TIMEOUT_ENV: repr(args.timeout)} if args.timeout is not None else {}
+    if args.debug:
+        env[DEBUG_ENV] = "1"
+    if getattr(args, "track", False):
+        env[TRACK_ENV] = check_wandb()
+    with env_set(env | restart_env(args.max_restarts)):
+        if under_launcher():
+            if (asked_nproc or 1) > 1 or args.max_restarts:
+                print(f"{PROG}: already under a launcher, ignoring --nproc and --max-restarts", file=sys.stderr)
+            if os.environ.get(ERROR_FILE_ENV):
+                return run_recorded_rank(args, cfg)
+            return run_rank(args, cfg)
+        if args.nnodes is not None:  # this node's part of an elastic multi-node job
+            from ding_dist.entry.cli.elastic_launch import launch_elastic
+
+            exp_dir = Path(args.exp_dir or args.resume)
+            code = launch_elastic(args, cfg, args.nproc, exp_dir.resolve(), child_argv(args, config, exp_dir))
+        elif args.nproc > 1 or args.max_restarts > 0:
+            check_local_world(cfg, args.nproc)
+            exp_dir = Path(args.exp_dir or args.resume)
+            code = launch_local(args.nproc, args.max_restarts, child_argv(args, config, exp_dir), entry)
+        else:
+            code = run_rank(args, cfg)
+    return _requeue(code) if getattr(args, "requeue", False) else code
+
+
+def _requeue(code: int) -> int:
+    """``--requeue``: after a stop by signal, ``scontrol requeue $SLURM_JOB_ID`` (the launcher, once); the code."""
+    if code not in _REQUEUED:
+        return code
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        print(f"{PROG}: --requeue: no SLURM_JOB_ID (not a SLURM job), so nothing is requeued", file=sys.stderr)
+        return code
+    try:
+        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"{PROG}: --requeue: scontrol requeue {job} failed: {e}", file=sys.stderr)
+        return code
+    if done.returncode != 0:
+        print(f"{PROG}: --requeue: scontrol requeue {job} failed: {done.stderr.strip()}", file=sys.stderr)
+        return code
+    print(f"{PROG}: requeued SLURM job {job}; it resumes from its checkpoint", file=sys.stderr)
+    return code
+
+
+def _resume_config(exp_dir: str) -> str:
+    """``train --resume EXP_DIR`` without CONFIG: the run's saved config as data (its newest ``.json``, after
+    resumes), which runs no code; a run folder's ``config.py`` runs only when the user names it."""
+    from ding_dist.entry.services.run_folder import run_config
+
+    if not Path(exp_dir).is_dir():
+        raise UsageError(f"--resume {exp_dir!r} is not an experiment folder")
+    found = run_config(exp_dir)
+    if found is None:
+        raise UsageError(f"--resume {exp_dir!r} has no saved config.json: {name_the_config(exp_dir, 'resume')}")
+    return str(found)
+
+
+def _continues_past_stop_value(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
+    """``--resume RUN --max-env-steps N`` with N above the steps of a run that reached ``env.stop_value``: the run
+    continues to N, so ``env.stop_value=None`` joins the overrides (unless ``--set`` gives one); True (after one line
+    on stdout) when it was added and the config must be compiled again."""
+    from ding_dist.entry.services.run_folder import reached_stop_value
+
+    stop, steps = cfg.env.get("stop_value"), (state.get("counters") or {}).get("env_steps", 0)
+    given = any(o.split("=", 1)[0].strip() == "env.stop_value" for o in args.overrides)
+    if args.max_env_steps is None or args.max_env_steps <= steps or given or not reached_stop_value(state, stop):
+        return False
+    args.overrides = [*args.overrides, "env.stop_value=None"]
+    if os.environ.get("RANK", "0") == "0":
+        print(f"{PROG}: run {args.resume!r} reached env.stop_value={stop:g} at env step {steps}; it continues to "
+              f"--max-env-steps {args.max_env_steps} with env.stop_value=None (--set env.stop_value=V stops it at V "
+              "instead)", flush=True)  # fmt: skip
+    return True
+
+
+def _resume_is_done(args: argparse.Namespace, cfg: Any, state: dict) -> bool:
+    """A resume keeps the run's ``--max-env-steps`` unless given again; True (after one line on stdout) when
+    the run already reached it or ``env.stop_value``, so no iteration is run."""
+    from ding_dist.entry.services.run_folder import done_message
+    from ding_dist.entry.torchrun_job import restart_count
+
+    if args.max_env_steps is None:
+        args.max_env_steps = state.get("max_env_steps")
+    done = done_message(args.resume, state, cfg.env.get("stop_value"), args.max_env_steps)
+    if done is None or restart_count() > 0:
+        return False
+    if os.environ.get("RANK", "0") == "0":
+        print(f"{PROG}: {done}", flush=True)
+    return True
+
+
+def _elastic_job_folder(args: argparse.Namespace) -> bool:
+    """``--nnodes``: True when ``--exp-dir`` holds the run of this very job (its id in the folder), which a node
+    that joins, or a job started again with the same id, continues."""
+    from ding_dist.entry.cli.elastic_launch import job_id_for
+    from ding_dist.entry.torchrun_job import JOB_FILE
+
+    if args.nnodes is None:
+        return False
+    folder = Path(args.exp_dir)
+    try:
+        return (folder / JOB_FILE).read_text(encoding="utf-8").strip() == job_id_for(args, folder.resolve())
+    except OSError:
+        return False
+
+
+def _resumed_world(args: argparse.Namespace, state: dict) -> int:
+    """``train --resume`` without ``--nproc``: the world size the checkpoint was written by, and its roles (an
+    actor-learner run resumes with its actors and learners unless ``--actors`` says otherwise)."""
+    roles = state.get("roles")
+    if roles and args.actors is None and args.learners is None:
+        args.actors, args.learners = int(roles["actors"]), int(roles["learners"])
+        print(f"{PROG}: resuming with {args.actors} actor(s) and {args.learners} learner(s), as the run was trained "
+              "(--actors/--learners change it)", file=sys.stderr)  # fmt: skip
+        return 1
+    world = 1 if roles else int(state.get("world_size") or 1)
+    if world > 1:
+        print(f"{PROG}: resuming on {world} processes, as the run was trained (--nproc changes it)", file=sys.stderr)
+    return world
+
+
+def _actor_learner_nproc(args: argparse.Namespace) -> int:
+    """``--actors N --learners M``: add their config keys to the overrides; return the processes to start."""
+    if args.actors is None:
+        if args.learners is not None:
+            raise UsageError("--learners needs --actors (the actor-learner mode); for data-parallel use --nproc")
+        return args.nproc
+    learners = 1 if args.learners is None else args.learners
+    if args.actors < learners:
+        raise UsageError(f"--actors {args.actors} < --learners {learners}: every learner needs at least one actor")
+    if args.nproc not in (1, args.actors + learners):
+        raise UsageError(f"--nproc {args.nproc} does not match --actors {args.actors} + --learners {learners}")
+    total = args.actors + learners
+    args.overrides = [*args.overrides, f"actor_learner.actors={args.actors}", f"actor_learner.learners={learners}"]
+    args.actors = args.learners = None  # from now on in the overrides, which every rank gets
+    return total
