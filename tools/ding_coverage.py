@@ -103,11 +103,12 @@ def config_files(dizoo: Path) -> list[tuple[str, Path]]:
 
 def config_show(path: Path) -> dict:
     """What ``ding-dist config show`` makes of ``path``: policy type, accepted or refused (with the first line)."""
-    from ding_dist.config import ConfigError, ding_dialect, read_config
+    from ding_dist.config import ConfigError, read_config
+    from ding_dist.config.ding import report as ding_report
     from ding_dist.entry.pipeline import load_config
 
-    ding_dialect._reported.clear()
-    os.environ.pop(ding_dialect._REPORTED_ENV, None)
+    ding_report.reported.clear()
+    os.environ.pop(ding_report.REPORTED_ENV, None)
     types = re.findall(r"policy\s*=\s*dict\(\s*type\s*=\s*['\"](\w+)['\"]", path.read_text())
     entry: dict = {"policy": types[-1] if types else None}  # create_config's, also when the file cannot run
     with contextlib.suppress(Exception):

@@ -17,7 +17,7 @@ from ding_dist.config.compile import (
     parse_override,
     validate_config,
 )
-from ding_dist.config.ding_dialect import looks_like_ding, translate_ding_config, translate_if_ding
+from ding_dist.config.ding import looks_like_ding, translate_ding_config, translate_if_ding
 from ding_dist.config.errors import ConfigError, raise_all
 from ding_dist.config.loader import read_config, save_config, save_config_data
 from ding_dist.config.rules import VALUE_RULES, check_values, value_errors

@@ -4,7 +4,7 @@ One function per suite of DI-engine's model zoo (``create_config.env.type``): cl
 ``pendulum``, ``acrobot``, ``mountain_car``, ``lunarlander``), ``atari`` (dizoo's ``AtariEnv``: DeepMind's
 preprocessing, ``wrap_deepmind``), ``mujoco`` (dizoo's ``MujocoEnv``: ``wrap_mujoco``), ``bipedalwalker`` and
 ``carracing`` (Box2D), plus DI-engine's ``env_pool`` manager. Each reads the DI-engine keys of its env class
-through the translation's :class:`~ding_dist.config.ding_dialect._Translator` (``take``/``put``/report) and
+through the translation's :class:`~ding_dist.config.ding.core.Translator` (``take``/``put``/report) and
 returns the gymnasium id the run uses; :func:`translate_env` is the entry point the dialect calls.
 
 DI-engine's ids are mapped onto what this machine's gymnasium registers: Atari ids (``PongNoFrameskip-v4``,
@@ -13,8 +13,8 @@ DI-engine's ids are mapped onto what this machine's gymnasium registers: Atari i
 ``CarRacing-v2`` became ``-v3`` in gymnasium 1.x. The report names every such mapping.
 
 Example:
-    >>> from ding_dist.config.ding_dialect import _Translator
-    >>> t = _Translator({"env": {"env_id": "PongNoFrameskip-v4", "frame_stack": 4}}, {}, "demo")
+    >>> from ding_dist.config.ding import Translator
+    >>> t = Translator({"env": {"env_id": "PongNoFrameskip-v4", "frame_stack": 4}}, {}, "demo")
     >>> translate_env(t, "atari", "dqn")
     'PongNoFrameskip-v4'
     >>> t.out["env.atari"]["frame_stack"], t.out["env.atari"]["fire_reset"], t.image_obs
@@ -33,7 +33,7 @@ from ding_dist.config.rules import short_repr
 
 
 class _Translator(Protocol):
-    """What the suites use of :class:`ding_dist.config.ding_dialect._Translator` (which imports this module)."""
+    """What the suites use of :class:`ding_dist.config.ding.core.Translator` (whose translation imports this module)."""
 
     main: dict[str, Any]
     out: dict[str, Any]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ding_dist.config import ding_dialect
+from ding_dist.config.ding import report as ding_report
 from ding_dist.entry.pipeline import load_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,8 +53,8 @@ def test_every_copy_is_a_file_of_the_table():
 
 @pytest.mark.parametrize("name", sorted(n for n, (_, v) in _table().items() if v == "accepted" and n in _copies()))
 def test_accepted_files_stay_accepted(name, monkeypatch):
-    monkeypatch.setattr(ding_dialect, "_reported", set())
-    monkeypatch.delenv(ding_dialect._REPORTED_ENV, raising=False)
+    monkeypatch.setattr(ding_report, "reported", set())
+    monkeypatch.delenv(ding_report.REPORTED_ENV, raising=False)
     policy_type, _ = _table()[name]
     cfg = load_config(_copies()[name])  # what ``ding-dist config show`` does: translate, then compile
     assert cfg.create_config.policy.type == policy_type

@@ -21,6 +21,7 @@ from easydict import EasyDict
 
 from ding_dist.comm import resolve_device
 from ding_dist.config import ConfigError, ding_dialect, looks_like_ding, read_config, save_config
+from ding_dist.config.ding import report as ding_report
 from ding_dist.entry import pipeline
 from ding_dist.entry.pipeline import load_config
 
@@ -40,8 +41,8 @@ CREATE_DQN = {
 @pytest.fixture(autouse=True)
 def _fresh_report_state(monkeypatch):
     """Each test sees the translation report as a new job would."""
-    monkeypatch.setattr(ding_dialect, "_reported", set())
-    monkeypatch.delenv(ding_dialect._REPORTED_ENV, raising=False)
+    monkeypatch.setattr(ding_report, "reported", set())
+    monkeypatch.delenv(ding_report.REPORTED_ENV, raising=False)
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -261,7 +262,7 @@ def test_report_printed_once_per_job(capsys):
     assert "ignored    env.replay_path: ding_dist records no videos of evaluation episodes" in err
     assert "ignored    policy.load_path: used by DI-engine's eval entry" in err
     assert "ignored    create_config.env.import_names" in err
-    assert os.environ[ding_dialect._REPORTED_ENV]  # the ranks a launcher starts inherit it and stay quiet
+    assert os.environ[ding_report.REPORTED_ENV]  # the ranks a launcher starts inherit it and stay quiet
 
 
 def test_report_only_on_rank_zero(capsys, monkeypatch):
@@ -375,7 +376,7 @@ def test_cli_trains_di_engine_ddp_file_with_nproc_2_and_set(tmp_path):
     exp = tmp_path / "ddp"
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
     env["OMP_NUM_THREADS"] = "1"
-    env.pop(ding_dialect._REPORTED_ENV, None)
+    env.pop(ding_report.REPORTED_ENV, None)
     cmd = [sys.executable, "-m", "ding_dist.entry.cli", "train", str(DDP), "--nproc", "2", "--max-env-steps", "160"]
     cmd += ["--exp-dir", str(exp), "--set", "policy.learn.batch_size=32", "policy.sync.algorithm=gradient_allreduce"]
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)

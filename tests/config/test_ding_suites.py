@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from ding_dist.config import ConfigError, ding_dialect, read_config
+from ding_dist.config import ConfigError, read_config
+from ding_dist.config.ding import report as ding_report
 from ding_dist.config.ding_dialect import translate_ding_config
 from ding_dist.entry import pipeline
 from ding_dist.entry.pipeline import load_config
@@ -28,8 +29,8 @@ needs_mujoco = pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, re
 
 @pytest.fixture(autouse=True)
 def _fresh_report_state(monkeypatch):
-    monkeypatch.setattr(ding_dialect, "_reported", set())
-    monkeypatch.delenv(ding_dialect._REPORTED_ENV, raising=False)
+    monkeypatch.setattr(ding_report, "reported", set())
+    monkeypatch.delenv(ding_report.REPORTED_ENV, raising=False)
 
 
 def _translate(name: str, edit=None):
