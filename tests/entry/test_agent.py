@@ -16,7 +16,12 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pr
 WORKER = """
 import os, signal, sys, time
 from ding_dist.entry.cli.agent import die_with_agent
-signal.signal(signal.SIGTERM, lambda *_: (open(sys.argv[1], "w").write("SIGTERM"), os._exit(143)))
+def on_term(*_):
+    with open(sys.argv[1] + ".tmp", "w") as f:  # written whole, then renamed: the test never reads it half-written
+        f.write("SIGTERM")
+    os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+    os._exit(143)
+signal.signal(signal.SIGTERM, on_term)
 die_with_agent()
 open(sys.argv[1] + ".ready", "w").close()
 time.sleep(60)
