@@ -40,8 +40,8 @@ from torch.distributions import Categorical
 
 from ding_dist.comm import get_world_size
 from ding_dist.policy.base import Policy, action_info, mlp, obs_dim, soft_update
-from ding_dist.policy.common import trunk
 from ding_dist.policy.encoders import is_image_space
+from ding_dist.policy.networks import trunk
 from ding_dist.policy.ppo_offpolicy import SampleRing
 
 __all__ = ["ACERPolicy", "retrace_targets", "trust_region_gradient"]

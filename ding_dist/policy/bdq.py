@@ -27,8 +27,9 @@ from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.base import mlp
-from ding_dist.policy.common import QLearningPolicy, init_q_learning, trunk
 from ding_dist.policy.continuous import BoxActions
+from ding_dist.policy.networks import trunk
+from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 
 __all__ = ["BDQPolicy", "BranchingQNetwork"]
 
@@ -69,7 +70,7 @@ class BranchingQNetwork(nn.Module):
 class BDQPolicy(QLearningPolicy):
     """BDQ for Box action spaces with finite bounds.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.common.QLearningPolicy` (DQN's),
+    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's),
     ``model.action_bins_per_branch`` (values per action dimension), ``model.head_layer_num`` (hidden layers of the
     value stream and of each branch) and ``model.num_branches`` (None: the Box's size; else it must equal it).
 

@@ -1,11 +1,11 @@
 """C51: distributional Q-learning on a fixed support (Bellemare, Dabney and Munos 2017, "A Distributional
 Perspective on Reinforcement Learning", arXiv:1707.06887).
 
-Reading order: the network (:class:`~ding_dist.policy.common.CategoricalQNetwork`: logits of a categorical
+Reading order: the network (:class:`~ding_dist.policy.networks.CategoricalQNetwork`: logits of a categorical
 distribution over ``n_atom`` atoms from ``v_min`` to ``v_max`` per action; Q = its mean), then ``learn``.
 
 The target of a transition is the distribution of ``reward + discount * Z(next_obs, a*)`` projected back onto
-the support (:func:`~ding_dist.policy.common.categorical_projection`), with ``a*`` the online network's greedy
+the support (:func:`~ding_dist.policy.losses.categorical_projection`), with ``a*`` the online network's greedy
 action and ``Z`` the target network's distribution (as DI-engine's C51); the loss is its cross-entropy with the
 predicted distribution of the action taken. ``reward`` and ``discount`` (``gamma**n``, 0 after a termination)
 come from the replay's n-step returns.
@@ -20,7 +20,9 @@ import gymnasium as gym
 import torch
 from easydict import EasyDict
 
-from ding_dist.policy.common import CategoricalQNetwork, QLearningPolicy, categorical_projection, init_q_learning
+from ding_dist.policy.losses import categorical_projection
+from ding_dist.policy.networks import CategoricalQNetwork
+from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 
 __all__ = ["C51Policy"]
 
@@ -28,7 +30,7 @@ __all__ = ["C51Policy"]
 class C51Policy(QLearningPolicy):
     """C51 for discrete actions.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.common.QLearningPolicy` (DQN's) and
+    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's) and
     ``model.n_atom``, ``model.v_min``, ``model.v_max`` (the support; DI-engine's defaults 51, -10, 10).
 
     Example::

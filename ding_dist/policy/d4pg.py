@@ -8,7 +8,7 @@ update on a replay batch of n-step transitions (``nstep``; the replay gives the 
 ``discount = gamma**n``, 0 after a termination):
 
 - critic: the target distribution of ``reward + discount * Z'(s', pi'(s'))`` projected onto the support
-  (:func:`~ding_dist.policy.common.categorical_projection`, C51's), with the target actor and critic; loss the
+  (:func:`~ding_dist.policy.losses.categorical_projection`, C51's), with the target actor and critic; loss the
   cross-entropy with ``Z(s, a)`` per sample, each weighted by its importance weight with ``priority_IS_weight``,
   and the per-sample losses are the replay's new priorities with ``priority`` (both on by default, as DI-engine);
 - actor, every ``learn.actor_update_freq``-th update: ``-mean Q(s, pi(s))``, the critic frozen;
@@ -31,7 +31,7 @@ from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.base import mlp, soft_update
-from ding_dist.policy.common import categorical_projection
+from ding_dist.policy.losses import categorical_projection
 from ding_dist.policy.td3 import TD3Policy
 
 __all__ = ["D4PGPolicy", "DistributionalCritic"]

@@ -34,16 +34,17 @@ from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.base import Policy, soft_update
-from ding_dist.policy.common import discrete_actions, trunk
-from ding_dist.policy.dqn import epsilon_schedule
 from ding_dist.policy.encoders import obs_tensor
+from ding_dist.policy.exploration import epsilon_schedule
+from ding_dist.policy.networks import trunk
+from ding_dist.policy.q_learning import discrete_actions
 from ding_dist.policy.sac import LogAlpha
 
 __all__ = ["CategoricalActor", "DiscreteSACPolicy", "TwinQValues", "discrete_policy_loss", "expected_soft_value"]
 
 
 class CategoricalActor(nn.Module):
-    """``obs -> logits`` ``[batch, actions]`` of a categorical policy: a :func:`~ding_dist.policy.common.trunk` and
+    """``obs -> logits`` ``[batch, actions]`` of a categorical policy: a :func:`~ding_dist.policy.networks.trunk` and
     a linear layer.
 
     Example::

@@ -16,7 +16,6 @@ weights (``batch["weight"]``) multiply the per-sample loss before the mean.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,10 +26,12 @@ import torch.nn.functional as F
 from easydict import EasyDict
 from torch import nn
 
-from ding_dist.policy.base import Policy, action_info, hard_update, mlp, obs_dim, soft_update
+from ding_dist.policy.base import mlp, obs_dim
 from ding_dist.policy.encoders import conv_encoder, is_conv_space, obs_tensor
+from ding_dist.policy.exploration import apex_epsilon, epsilon_schedule
+from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning, update_target
 
-__all__ = ["DQNPolicy", "QNetwork", "apex_epsilon", "epsilon_schedule"]
+__all__ = ["DQNPolicy", "QNetwork"]
 
 
 class QNetwork(nn.Module):
@@ -81,41 +82,9 @@ class QNetwork(nn.Module):
         return self.value(h) + adv - adv.mean(dim=-1, keepdim=True)
 
 
-def epsilon_schedule(kind: str, start: float, end: float, decay: int, env_step: int) -> float:
-    """Exploration rate after ``env_step`` global env steps.
-
-    ``"linear"``: from ``start`` to ``end`` over ``decay`` steps, then ``end``;
-    ``"exp"``: ``end + (start - end) * exp(-env_step / decay)``.
-
-    Example::
-
-        epsilon_schedule("linear", 1.0, 0.05, 10_000, 5_000)  # 0.525
-    """
-    if kind == "linear":
-        frac = min(1.0, env_step / max(1, decay))
-        return start + frac * (end - start)
-    if kind == "exp":
-        return end + (start - end) * float(np.exp(-env_step / max(1, decay)))
-    raise ValueError(f"other.eps.type must be 'linear' or 'exp', got {kind!r}")
-
-
-def apex_epsilon(actor: int, actors: int, base: float = 0.4, alpha: float = 7.0) -> float:
-    """Ape-X's exploration ladder (Horgan et al. 2018): actor ``i`` of ``N`` explores with
-    ``base ** (1 + alpha * i / (N - 1))``; actor 0 (and a lone actor) uses ``base``.
-
-    Example::
-
-        [round(apex_epsilon(i, 3), 4) for i in range(3)]  # [0.4, 0.0163, 0.0007]
-    """
-    if not 0 <= actor < actors:
-        raise ValueError(f"actor index must be in [0, {actors}), got {actor}")
-    if actors == 1:
-        return float(base)
-    return float(base ** (1.0 + alpha * actor / (actors - 1)))
-
-
-class DQNPolicy(Policy):
-    """Double DQN for discrete actions.
+class DQNPolicy(QLearningPolicy):
+    """Double DQN for discrete actions: a :class:`~ding_dist.policy.q_learning.QLearningPolicy` with its own
+    network (plain or dueling), the double-Q target and Ape-X's exploration ladder.
 
     Config (``policy.*``, beyond the base keys): ``discount_factor``, ``nstep``;
     ``model.hidden_sizes``, ``model.dueling``, ``model.activation``;
@@ -149,39 +118,14 @@ class DQNPolicy(Policy):
     weighted Huber on the double-Q target).
     """
 
-    on_policy = False
-    _state_attrs = ("model", "target_model", "optimizer")
+    algorithm = "DQN"
 
     @classmethod
     def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.discount_factor = 0.99
-        cfg.nstep = 1
-        cfg.priority = False
-        cfg.priority_IS_weight = False
-        cfg.model = EasyDict(hidden_sizes=[128, 128], dueling=False, activation="relu", conv_channels=None)
-        cfg.learn.update(
-            batch_size=64,
-            learning_rate=1e-3,
-            update_per_collect=1,
-            learning_starts=1000,
-            target_update_freq=100,
-            target_theta=None,
-            double=True,
-            loss="huber",
-            grad_clip_norm=10.0,
-        )
-        cfg.collect.n_sample = 8
-        cfg.other.eps = EasyDict(type="linear", start=1.0, end=0.05, decay=10000)
+        cfg = super().default_config()  # QLearningPolicy's keys, plus DQN's own
+        cfg.model.dueling = False
+        cfg.learn.update(double=True, loss="huber")
         cfg.other.eps_ladder = EasyDict(enable=False, base=0.4, alpha=7.0)
-        cfg.other.replay_buffer = EasyDict(
-            replay_buffer_size=100000,
-            save_in_checkpoint=False,
-            frame_dedup=None,
-            alpha=0.6,
-            beta=0.4,
-            anneal_step=100000,
-        )
         return cfg
 
     def __init__(
@@ -192,25 +136,15 @@ class DQNPolicy(Policy):
         device: str | torch.device = "cpu",
     ) -> None:
         super().__init__(cfg, obs_space, action_space, device)
-        discrete, n_actions = action_info(action_space)
-        if not discrete:
-            raise ValueError(f"DQN needs a Discrete action space, got {action_space}")
         if self.cfg.learn.loss not in ("huber", "mse"):
             raise ValueError(f"learn.loss must be 'huber' or 'mse', got {self.cfg.learn.loss!r}")
-        if self.cfg.priority_IS_weight and not self.cfg.priority:
-            raise ValueError("priority_IS_weight=True needs priority=True (importance weights come from priorities)")
-        self.n_actions = n_actions
         m = self.cfg.model
         if is_conv_space(obs_space):  # Nature DQN's CNN (images) or MinAtar's (grids), uint8 in, then the head
             cnn = conv_encoder(obs_space, features=m.hidden_sizes[0], channels=m.get("conv_channels"))
-            self.model = QNetwork(0, n_actions, m.hidden_sizes[1:], m.dueling, m.activation, cnn)
+            model = QNetwork(0, self.n_actions, m.hidden_sizes[1:], m.dueling, m.activation, cnn)
         else:
-            self.model = QNetwork(obs_dim(obs_space), n_actions, m.hidden_sizes, m.dueling, m.activation)
-        self.model.to(self.device)
-        self.optimizer = self.make_optimizer(self.model.parameters(), lr=self.cfg.learn.learning_rate)
-        self.train_model, self.optimizer = self.distribute(self.model, self.optimizer)
-        # Copied after distribute, which gives every rank rank 0's initial parameters.
-        self.target_model = copy.deepcopy(self.model).requires_grad_(False)
+            model = QNetwork(obs_dim(obs_space), self.n_actions, m.hidden_sizes, m.dueling, m.activation)
+        init_q_learning(self, model, self.cfg.learn.learning_rate)  # optimizer, distribute, then the target copy
         self.fixed_epsilon: float | None = None  # set by set_actor_index with other.eps_ladder.enable
 
     def set_actor_index(self, actor: int, actors: int) -> None:
@@ -230,14 +164,6 @@ class DQNPolicy(Policy):
     def schedule_values(self, env_step: int) -> dict[str, float]:
         """The exploration epsilon at global ``env_step``."""
         return {"train/epsilon": self._epsilon(env_step)}
-
-    def collect_action(self, obs: np.ndarray, env_step: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        eps = self._epsilon(env_step)
-        actions = self.model(obs_tensor(obs, self.obs_space, self.device)).argmax(dim=-1)
-        # Exploration drawn on the policy's device (no host mask into device actions, no host read).
-        explore = torch.rand(actions.shape, device=actions.device) < eps
-        random_actions = torch.randint_like(actions, self.n_actions)
-        return torch.where(explore, random_actions, actions).cpu().numpy(), {}
 
     @property
     def sends_priority(self) -> bool:
@@ -282,10 +208,6 @@ class DQNPolicy(Policy):
         q = self.model(flat(rollout["obs"])).gather(1, flat(rollout["action"], torch.long).unsqueeze(1)).squeeze(1)
         return (q - target).abs().reshape(steps, envs).cpu().numpy()
 
-    @torch.no_grad()
-    def eval_action(self, obs: np.ndarray) -> np.ndarray:
-        return self.model(obs_tensor(obs, self.obs_space, self.device)).argmax(dim=-1).cpu().numpy()
-
     def learn(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One gradient step on a replay batch (keys ``obs, action, reward, next_obs, discount``; ``weight`` with
         ``priority_IS_weight``). With ``priority`` the stats hold ``"priority"``: ``|TD error|`` per sample."""
@@ -313,10 +235,7 @@ class DQNPolicy(Policy):
         self.optimizer.step()
         self.train_iter += 1
 
-        if lc.target_theta is not None:
-            soft_update(self.target_model, self.model, lc.target_theta)
-        elif self.train_iter % lc.target_update_freq == 0:
-            hard_update(self.target_model, self.model)
+        update_target(self.target_model, self.model, self.train_iter, lc.target_update_freq, lc.target_theta)
         stats = {"loss": loss.detach(), "q_mean": q.detach().mean()}
         if self.cfg.priority:
             stats["priority"] = (q.detach() - target).abs()

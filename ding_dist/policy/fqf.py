@@ -10,7 +10,7 @@ quantile values ``F^-1(tau_hat_i)`` at the midpoints ``tau_hat_i = (tau_i + tau_
 ``Q(s, a) = sum_i (tau_(i+1) - tau_i) F^-1(tau_hat_i)``. Two losses, on disjoint parameters:
 
 - quantile loss (trunk, embedding, head): the quantile Huber loss
-  (:func:`~ding_dist.policy.common.quantile_huber_loss`) of the taken action's values at ``tau_hat`` against
+  (:func:`~ding_dist.policy.losses.quantile_huber_loss`) of the taken action's values at ``tau_hat`` against
   ``reward + discount * F^-1_target(next_obs, a*)`` at the target network's own fractions for ``next_obs`` (as
   DI-engine), ``a*`` the online network's greedy action;
 - fraction loss (proposal network): the 1-Wasserstein distance's gradient in each inner fraction,
@@ -35,7 +35,9 @@ from torch import nn
 
 from ding_dist.comm import get_world_size
 from ding_dist.policy.base import mlp
-from ding_dist.policy.common import QLearningPolicy, init_q_learning, quantile_huber_loss, trunk
+from ding_dist.policy.losses import quantile_huber_loss
+from ding_dist.policy.networks import trunk
+from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 
 __all__ = ["FQFNetwork", "FQFPolicy", "fraction_loss"]
 
@@ -112,7 +114,7 @@ def fraction_loss(tau: torch.Tensor, values_hat: torch.Tensor, values_inner: tor
 class FQFPolicy(QLearningPolicy):
     """FQF for discrete actions.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.common.QLearningPolicy` (DQN's; here
+    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's; here
     ``learn.learning_rate`` is the quantile network's), ``learn.learning_rate_fraction`` (the proposal network's),
     ``learn.ent_coef`` (the proposal entropy's weight), ``learn.kappa`` (Huber threshold), ``model.num_quantiles``,
     ``model.quantile_embedding_size`` and ``model.head_hidden_sizes`` (as IQN's).

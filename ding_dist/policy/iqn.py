@@ -6,10 +6,10 @@ Reading order: :class:`ImplicitQuantileNetwork` (the return distribution's quant
 
 Each update draws ``num_quantiles`` fractions ``tau ~ U(0, 1)`` per sample for the prediction and as many
 ``tau'`` for the target ``reward + discount * Z_target(next_obs, a*; tau')``, ``a*`` the online network's greedy
-action; the loss is the quantile Huber loss (:func:`~ding_dist.policy.common.quantile_huber_loss`). The fractions
+action; the loss is the quantile Huber loss (:func:`~ding_dist.policy.losses.quantile_huber_loss`). The fractions
 are drawn for the global batch from a generator seeded by the update number
-(:func:`~ding_dist.policy.common.step_generator`), and each rank takes its samples' rows
-(:func:`~ding_dist.policy.common.global_rows`): N ranks draw what one process draws for the same samples.
+(:func:`~ding_dist.policy.rng.step_generator`), and each rank takes its samples' rows
+(:func:`~ding_dist.policy.rng.global_rows`): N ranks draw what one process draws for the same samples.
 Acting averages the quantile values at ``num_quantiles`` evenly spaced fractions (DI-engine: random ones), so
 greedy evaluation is deterministic.
 """
@@ -27,15 +27,10 @@ from torch import nn
 
 from ding_dist.comm import get_world_size
 from ding_dist.policy.base import mlp
-from ding_dist.policy.common import (
-    QLearningPolicy,
-    global_rows,
-    init_q_learning,
-    parameter_seed,
-    quantile_huber_loss,
-    step_generator,
-    trunk,
-)
+from ding_dist.policy.losses import quantile_huber_loss
+from ding_dist.policy.networks import trunk
+from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
+from ding_dist.policy.rng import global_rows, parameter_seed, step_generator
 
 __all__ = ["IQNPolicy", "ImplicitQuantileNetwork"]
 
@@ -85,7 +80,7 @@ class ImplicitQuantileNetwork(nn.Module):
 class IQNPolicy(QLearningPolicy):
     """IQN for discrete actions.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.common.QLearningPolicy` (DQN's),
+    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's),
     ``model.num_quantiles`` (fractions drawn per sample, for the prediction and for the target; DI-engine's 32),
     ``model.quantile_embedding_size`` (128), ``model.head_hidden_sizes`` (hidden layers after the product) and
     ``learn.kappa`` (the Huber threshold, 1).

@@ -1,6 +1,6 @@
 """Munchausen DQN (Vieillard, Pietquin and Geist 2020, "Munchausen Reinforcement Learning", arXiv:2007.14430).
 
-Reading order: the network (:class:`~ding_dist.policy.common.AtomQNetwork` with one output per action, a dueling
+Reading order: the network (:class:`~ding_dist.policy.networks.AtomQNetwork` with one output per action, a dueling
 head by default as DI-engine's DQN network), then ``learn``.
 
 Soft Q-learning with the scaled log-policy added to the reward. With the target network's Q-values ``q`` and the
@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from easydict import EasyDict
 
-from ding_dist.policy.common import AtomQNetwork, QLearningPolicy, init_q_learning
+from ding_dist.policy.networks import AtomQNetwork
+from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 
 __all__ = ["MDQNPolicy", "munchausen_target"]
 
@@ -61,7 +62,7 @@ def munchausen_target(
 class MDQNPolicy(QLearningPolicy):
     """Munchausen DQN for discrete actions.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.common.QLearningPolicy` (DQN's),
+    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's),
     ``model.dueling`` (default True), and DI-engine's ``entropy_tau`` (0.03) and ``m_alpha`` (0.9).
 
     Example::

@@ -38,8 +38,8 @@ from torch.distributions import Categorical
 
 from ding_dist.comm import get_world_size
 from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
-from ding_dist.policy.common import features
 from ding_dist.policy.encoders import is_image_space
+from ding_dist.policy.networks import features
 from ding_dist.policy.ppo import clipped_surrogate
 from ding_dist.policy.ppo_offpolicy import PPOOffPolicy, SampleRing
 

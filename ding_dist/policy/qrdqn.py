@@ -1,13 +1,13 @@
 """QR-DQN: distributional Q-learning by quantile regression (Dabney, Rowland, Bellemare and Munos 2018,
 "Distributional Reinforcement Learning with Quantile Regression", arXiv:1710.10044).
 
-Reading order: the network (:class:`~ding_dist.policy.common.AtomQNetwork` with ``num_quantiles`` outputs per
+Reading order: the network (:class:`~ding_dist.policy.networks.AtomQNetwork` with ``num_quantiles`` outputs per
 action: the return distribution's quantiles at the fixed fractions ``tau_i = (2i + 1) / (2N)``; Q = their mean),
 then ``learn``.
 
 The target quantiles of a transition are ``reward + discount * theta_target(next_obs, a*)`` with ``a*`` the online
 network's greedy action (as DI-engine's QR-DQN); the loss is the quantile Huber loss
-(:func:`~ding_dist.policy.common.quantile_huber_loss`) between every predicted and every target quantile.
+(:func:`~ding_dist.policy.losses.quantile_huber_loss`) between every predicted and every target quantile.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ import gymnasium as gym
 import torch
 from easydict import EasyDict
 
-from ding_dist.policy.common import AtomQNetwork, QLearningPolicy, init_q_learning, quantile_huber_loss
+from ding_dist.policy.losses import quantile_huber_loss
+from ding_dist.policy.networks import AtomQNetwork
+from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 
 __all__ = ["QRDQNPolicy"]
 
@@ -27,7 +29,7 @@ __all__ = ["QRDQNPolicy"]
 class QRDQNPolicy(QLearningPolicy):
     """QR-DQN for discrete actions.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.common.QLearningPolicy` (DQN's),
+    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's),
     ``model.num_quantiles`` (DI-engine's default 32) and ``learn.kappa`` (the Huber threshold, 1).
 
     Example::

@@ -36,9 +36,9 @@ from torch import nn
 
 from ding_dist.data.sequence_replay import sequence_priority
 from ding_dist.policy.base import Policy, action_info, hard_update, mlp, obs_dim, soft_update
-from ding_dist.policy.common import features
-from ding_dist.policy.dqn import apex_epsilon, epsilon_schedule
 from ding_dist.policy.encoders import is_image_space, obs_tensor
+from ding_dist.policy.exploration import apex_epsilon, epsilon_schedule
+from ding_dist.policy.networks import features
 
 __all__ = ["R2D2Policy", "RecurrentQNetwork", "inverse_value_rescale", "rescaled_n_step_target", "value_rescale"]
 

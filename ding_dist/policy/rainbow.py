@@ -2,8 +2,8 @@
 arXiv:1710.02298), as DI-engine's: C51's distributional loss with n-step returns, double action selection, a
 dueling head and noisy layers (factorized Gaussian noise, Fortunato et al. 2018).
 
-Reading order: the network (:class:`~ding_dist.policy.common.CategoricalQNetwork` with a dueling head of
-:class:`~ding_dist.policy.common.NoisyLinear` layers), then ``learn``: fresh noise in the online and the target
+Reading order: the network (:class:`~ding_dist.policy.networks.CategoricalQNetwork` with a dueling head of
+:class:`~ding_dist.policy.networks.NoisyLinear` layers), then ``learn``: fresh noise in the online and the target
 network, the next action picked by the online network, then another fresh draw for the online network's
 prediction and C51's loss (see :mod:`ding_dist.policy.c51`). The noise is drawn from a generator seeded by the
 update number, so every rank draws the same. Acting and evaluation use the mean network (no noise), as
@@ -21,14 +21,10 @@ import gymnasium as gym
 import torch
 from easydict import EasyDict
 
-from ding_dist.policy.common import (
-    CategoricalQNetwork,
-    QLearningPolicy,
-    categorical_projection,
-    init_q_learning,
-    parameter_seed,
-    step_generator,
-)
+from ding_dist.policy.losses import categorical_projection
+from ding_dist.policy.networks import CategoricalQNetwork
+from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
+from ding_dist.policy.rng import parameter_seed, step_generator
 
 __all__ = ["RainbowPolicy"]
 
@@ -38,7 +34,7 @@ class RainbowPolicy(QLearningPolicy):
 
     Config (``policy.*``): C51's keys (``model.n_atom``, ``model.v_min``, ``model.v_max``), ``model.noisy_sigma0``
     (the noisy layers' initial ``sigma * sqrt(in_features)``, 0.5) and the keys of
-    :class:`~ding_dist.policy.common.QLearningPolicy`; ``nstep`` defaults to 3, ``priority`` and
+    :class:`~ding_dist.policy.q_learning.QLearningPolicy`; ``nstep`` defaults to 3, ``priority`` and
     ``priority_IS_weight`` to True.
 
     Example::

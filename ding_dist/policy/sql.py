@@ -1,7 +1,7 @@
 """Soft Q-learning (Haarnoja, Tang, Abbeel and Levine 2017, "Reinforcement Learning with Deep Energy-Based Policies",
 arXiv:1702.08165), for discrete actions as DI-engine's SQL.
 
-Reading order: the network (:class:`~ding_dist.policy.common.AtomQNetwork` with one output per action, a dueling
+Reading order: the network (:class:`~ding_dist.policy.networks.AtomQNetwork` with one output per action, a dueling
 head by default as DI-engine's DQN network), :func:`soft_value` and :func:`sql_target`, acting, then ``learn``.
 
 The Q-values are energies of a Boltzmann policy ``pi(a | s) = softmax(Q(s, .) / alpha)`` (``alpha``:
@@ -26,8 +26,9 @@ import torch
 import torch.nn.functional as F
 from easydict import EasyDict
 
-from ding_dist.policy.common import AtomQNetwork, QLearningPolicy, init_q_learning
 from ding_dist.policy.encoders import obs_tensor
+from ding_dist.policy.networks import AtomQNetwork
+from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 
 __all__ = ["SQLPolicy", "soft_value", "sql_target"]
 
@@ -57,7 +58,7 @@ def sql_target(next_q: torch.Tensor, reward: torch.Tensor, discount: torch.Tenso
 class SQLPolicy(QLearningPolicy):
     """Soft Q-learning for discrete actions.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.common.QLearningPolicy` (DQN's),
+    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's),
     ``model.dueling`` (default True) and DI-engine's ``learn.alpha`` (the temperature, 0.1).
 
     Example::

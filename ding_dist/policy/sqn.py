@@ -30,15 +30,16 @@ import torch.nn.functional as F
 from easydict import EasyDict
 from torch import nn
 
-from ding_dist.policy.common import AtomQNetwork, QLearningPolicy, init_q_learning
 from ding_dist.policy.encoders import obs_tensor
+from ding_dist.policy.networks import AtomQNetwork
+from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 from ding_dist.policy.sac import LogAlpha
 
 __all__ = ["SQNPolicy", "TwinQNetwork"]
 
 
 class TwinQNetwork(nn.Module):
-    """Two Q-networks (each an :class:`~ding_dist.policy.common.AtomQNetwork` with one output per action, dueling or
+    """Two Q-networks (each an :class:`~ding_dist.policy.networks.AtomQNetwork` with one output per action, dueling or
     plain): ``forward(obs)`` the first's Q-values ``[batch, actions]``; ``forward(obs, full=True)`` both.
 
     Example::
@@ -67,7 +68,7 @@ class TwinQNetwork(nn.Module):
 class SQNPolicy(QLearningPolicy):
     """SQN for discrete actions.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.common.QLearningPolicy` (DQN's; ``learn.learning_rate``
+    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's; ``learn.learning_rate``
     is the Q-networks' and ``learn.target_theta`` their Polyak rate), ``model.dueling``, ``learn.alpha`` (the initial
     temperature), ``learn.learning_rate_alpha``, ``learn.target_entropy`` and ``other.eps.decay`` (acting, above).
 

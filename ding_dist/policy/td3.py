@@ -36,9 +36,9 @@ from torch import nn
 
 from ding_dist.comm import get_world_size
 from ding_dist.policy.base import Policy, obs_dim, soft_update
-from ding_dist.policy.common import global_rows, step_generator
 from ding_dist.policy.continuous import BoxActions, DeterministicActor, QCritic, gaussian_noise
 from ding_dist.policy.encoders import is_conv_space
+from ding_dist.policy.rng import global_rows, step_generator
 from ding_dist.policy.sac import TwinQCritic
 
 __all__ = ["TD3Policy"]

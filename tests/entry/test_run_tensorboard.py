@@ -15,7 +15,7 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 from ding_dist.entry.cli import main
 from ding_dist.entry.services.metrics import Metrics
 from ding_dist.policy.base import Policy
-from ding_dist.policy.dqn import epsilon_schedule
+from ding_dist.policy.exploration import epsilon_schedule
 from ding_dist.utils import MetricWriter, read_metrics
 
 REPO = Path(__file__).resolve().parents[2]

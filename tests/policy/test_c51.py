@@ -14,7 +14,7 @@ from ding_dist.entry import pipeline
 from ding_dist.entry.pipeline import load_config
 from ding_dist.policy import get_policy_cls
 from ding_dist.policy.c51 import C51Policy
-from ding_dist.policy.common import categorical_projection
+from ding_dist.policy.losses import categorical_projection
 
 REPO = Path(__file__).resolve().parents[2]
 DING_FILE = REPO / "tests" / "config" / "ding_files" / "cartpole_c51_ding_config.py"

@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ding_dist.policy.dqn import DQNPolicy, QNetwork, apex_epsilon, epsilon_schedule
+from ding_dist.policy.dqn import DQNPolicy, QNetwork
+from ding_dist.policy.exploration import apex_epsilon, epsilon_schedule
 from tests.policy import reference
 
 OBS, ACT = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Discrete(4)

@@ -12,8 +12,8 @@ import torch
 from ding_dist.entry import pipeline
 from ding_dist.entry.pipeline import load_config
 from ding_dist.policy import get_policy_cls
-from ding_dist.policy.common import quantile_huber_loss
 from ding_dist.policy.fqf import FQFPolicy, fraction_loss
+from ding_dist.policy.losses import quantile_huber_loss
 
 REPO = Path(__file__).resolve().parents[2]
 DING_FILE = REPO / "tests" / "config" / "ding_files" / "cartpole_fqf_ding_config.py"

@@ -9,9 +9,9 @@ import torch
 
 from ding_dist.data.frame_replay import is_frame_stack_space, replay_buffer_for
 from ding_dist.data.replay import ReplayBuffer
-from ding_dist.policy.common import trunk
 from ding_dist.policy.dqn import DQNPolicy
 from ding_dist.policy.encoders import MinAtarCNN, NatureCNN, conv_encoder, is_grid_space, is_image_space, obs_tensor
+from ding_dist.policy.networks import trunk
 from ding_dist.policy.ppo import ImageActorCritic, PPOPolicy
 
 GRID = gym.spaces.Box(0, 1, (4, 10, 10), np.uint8)

@@ -12,8 +12,8 @@ import torch
 from ding_dist.entry import pipeline
 from ding_dist.entry.pipeline import load_config
 from ding_dist.policy import get_policy_cls
-from ding_dist.policy.common import step_generator
 from ding_dist.policy.iqn import IQNPolicy
+from ding_dist.policy.rng import step_generator
 
 REPO = Path(__file__).resolve().parents[2]
 DING_FILE = REPO / "tests" / "config" / "ding_files" / "cartpole_iqn_ding_config.py"

@@ -21,13 +21,14 @@ from ding_dist.data.prioritized import PrioritizedReplayBuffer
 from ding_dist.data.replay import ReplayBuffer
 from ding_dist.policy.acer import retrace_targets
 from ding_dist.policy.c51 import C51Policy
-from ding_dist.policy.common import categorical_projection, step_generator
 from ding_dist.policy.dqn import DQNPolicy
 from ding_dist.policy.fqf import FQFPolicy
 from ding_dist.policy.iqn import IQNPolicy
+from ding_dist.policy.losses import categorical_projection
 from ding_dist.policy.qrdqn import QRDQNPolicy
 from ding_dist.policy.r2d2 import R2D2Policy, inverse_value_rescale, value_rescale
 from ding_dist.policy.rainbow import RainbowPolicy
+from ding_dist.policy.rng import step_generator
 from ding_dist.policy.sac import SACPolicy
 from ding_dist.policy.td3 import TD3Policy
 from tests.policy import reference_q as ref

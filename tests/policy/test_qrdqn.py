@@ -11,7 +11,7 @@ import torch
 from ding_dist.entry import pipeline
 from ding_dist.entry.pipeline import load_config
 from ding_dist.policy import get_policy_cls
-from ding_dist.policy.common import quantile_huber_loss
+from ding_dist.policy.losses import quantile_huber_loss
 from ding_dist.policy.qrdqn import QRDQNPolicy
 
 REPO = Path(__file__).resolve().parents[2]

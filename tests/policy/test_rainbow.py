@@ -12,8 +12,10 @@ import torch
 from ding_dist.entry import pipeline
 from ding_dist.entry.pipeline import load_config
 from ding_dist.policy import get_policy_cls
-from ding_dist.policy.common import NoisyLinear, categorical_projection, step_generator
+from ding_dist.policy.losses import categorical_projection
+from ding_dist.policy.networks import NoisyLinear
 from ding_dist.policy.rainbow import RainbowPolicy
+from ding_dist.policy.rng import step_generator
 
 REPO = Path(__file__).resolve().parents[2]
 DING_FILE = REPO / "tests" / "config" / "ding_files" / "cartpole_rainbow_ding_config.py"
