@@ -26,10 +26,12 @@ from torch import nn
 from ding_dist.comm import get_world_size
 from ding_dist.policy.base import Policy
 from ding_dist.policy.ppo import PPOPolicy
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["A2CPolicy"]
 
 
+@register_policy("a2c")
 class A2CPolicy(PPOPolicy):
     """A2C for discrete (Categorical) or continuous (Gaussian) actions, vector or image observations (PPO's nets).
 

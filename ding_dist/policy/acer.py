@@ -43,6 +43,7 @@ from ding_dist.policy.base import Policy, action_info, mlp, obs_dim, soft_update
 from ding_dist.policy.encoders import is_image_space
 from ding_dist.policy.networks import trunk
 from ding_dist.policy.ppo_offpolicy import SampleRing
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["ACERPolicy", "retrace_targets", "trust_region_gradient"]
 
@@ -90,6 +91,7 @@ def _over_steps(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return net(x.reshape(-1, *x.shape[2:])).reshape(*x.shape[:2], -1)
 
 
+@register_policy("acer")
 class ACERPolicy(Policy):
     """ACER for Discrete actions, vector or image observations: an actor, a Q critic, an average actor (trust region).
 

@@ -30,6 +30,7 @@ from ding_dist.policy.base import mlp
 from ding_dist.policy.continuous import BoxActions
 from ding_dist.policy.networks import trunk
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["BDQPolicy", "BranchingQNetwork"]
 
@@ -67,6 +68,7 @@ class BranchingQNetwork(nn.Module):
         return self.value(x).unsqueeze(1) + adv - adv.mean(dim=-1, keepdim=True)
 
 
+@register_policy("bdq")
 class BDQPolicy(QLearningPolicy):
     """BDQ for Box action spaces with finite bounds.
 

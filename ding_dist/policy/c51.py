@@ -23,10 +23,12 @@ from easydict import EasyDict
 from ding_dist.policy.losses import categorical_projection
 from ding_dist.policy.networks import CategoricalQNetwork
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["C51Policy"]
 
 
+@register_policy("c51")
 class C51Policy(QLearningPolicy):
     """C51 for discrete actions.
 

@@ -32,6 +32,7 @@ from torch import nn
 
 from ding_dist.policy.base import mlp, soft_update
 from ding_dist.policy.losses import categorical_projection
+from ding_dist.policy.registry import register_policy
 from ding_dist.policy.td3 import TD3Policy
 
 __all__ = ["D4PGPolicy", "DistributionalCritic"]
@@ -73,6 +74,7 @@ class DistributionalCritic(nn.Module):
         return (self(obs, action).softmax(dim=-1) * self.support).sum(dim=-1)
 
 
+@register_policy("d4pg")
 class D4PGPolicy(TD3Policy):
     """D4PG for Box action spaces with finite bounds.
 

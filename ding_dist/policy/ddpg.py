@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from easydict import EasyDict
 
+from ding_dist.policy.registry import register_policy
 from ding_dist.policy.td3 import TD3Policy
 
 __all__ = ["DDPGPolicy"]
 
 
+@register_policy("ddpg")
 class DDPGPolicy(TD3Policy):
     """DDPG for Box action spaces with finite bounds: :class:`~ding_dist.policy.td3.TD3Policy`'s keys, DDPG's
     defaults (DI-engine's): one critic, no smoothing noise, the actor on every update, a replay of 10^6.

@@ -38,6 +38,7 @@ from ding_dist.policy.encoders import obs_tensor
 from ding_dist.policy.exploration import epsilon_schedule
 from ding_dist.policy.networks import trunk
 from ding_dist.policy.q_learning import discrete_actions
+from ding_dist.policy.registry import register_policy
 from ding_dist.policy.sac import LogAlpha
 
 __all__ = ["CategoricalActor", "DiscreteSACPolicy", "TwinQValues", "discrete_policy_loss", "expected_soft_value"]
@@ -110,6 +111,8 @@ def discrete_policy_loss(logits: torch.Tensor, q: torch.Tensor, alpha: float | t
     return -expected_soft_value(logits, q.detach(), alpha)
 
 
+# "sac_discrete": the type name of DI-engine's older cartpole_sac_config.py
+@register_policy("discrete_sac", aliases=("sac_discrete",))
 class DiscreteSACPolicy(Policy):
     """Soft actor-critic for Discrete action spaces.
 

@@ -30,6 +30,7 @@ from ding_dist.policy.base import mlp, obs_dim
 from ding_dist.policy.encoders import conv_encoder, is_conv_space, obs_tensor
 from ding_dist.policy.exploration import apex_epsilon, epsilon_schedule
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning, update_target
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["DQNPolicy", "QNetwork"]
 
@@ -82,6 +83,7 @@ class QNetwork(nn.Module):
         return self.value(h) + adv - adv.mean(dim=-1, keepdim=True)
 
 
+@register_policy("dqn")
 class DQNPolicy(QLearningPolicy):
     """Double DQN for discrete actions: a :class:`~ding_dist.policy.q_learning.QLearningPolicy` with its own
     network (plain or dueling), the double-Q target and Ape-X's exploration ladder.

@@ -38,6 +38,7 @@ from ding_dist.policy.base import mlp
 from ding_dist.policy.losses import quantile_huber_loss
 from ding_dist.policy.networks import trunk
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["FQFNetwork", "FQFPolicy", "fraction_loss"]
 
@@ -111,6 +112,7 @@ def fraction_loss(tau: torch.Tensor, values_hat: torch.Tensor, values_inner: tor
     return (grad * tau[:, 1:-1]).sum(dim=-1)
 
 
+@register_policy("fqf")
 class FQFPolicy(QLearningPolicy):
     """FQF for discrete actions.
 

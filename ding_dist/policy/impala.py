@@ -45,6 +45,7 @@ from torch import nn
 from ding_dist.comm import broadcast, comm_device, get_rank, get_world_size
 from ding_dist.policy.base import Policy
 from ding_dist.policy.ppo import PPOPolicy
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["IMPALAPolicy", "column_minibatches", "vtrace"]
 
@@ -106,6 +107,7 @@ def vtrace(
     return vs, advantage
 
 
+@register_policy("impala")
 class IMPALAPolicy(PPOPolicy):
     """Actor-critic with V-trace (discrete or continuous actions), for lagged actors.
 

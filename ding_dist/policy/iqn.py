@@ -30,6 +30,7 @@ from ding_dist.policy.base import mlp
 from ding_dist.policy.losses import quantile_huber_loss
 from ding_dist.policy.networks import trunk
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
+from ding_dist.policy.registry import register_policy
 from ding_dist.policy.rng import global_rows, parameter_seed, step_generator
 
 __all__ = ["IQNPolicy", "ImplicitQuantileNetwork"]
@@ -77,6 +78,7 @@ class ImplicitQuantileNetwork(nn.Module):
         return self.head(features * phi)
 
 
+@register_policy("iqn")
 class IQNPolicy(QLearningPolicy):
     """IQN for discrete actions.
 

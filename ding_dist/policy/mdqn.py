@@ -24,6 +24,7 @@ from easydict import EasyDict
 
 from ding_dist.policy.networks import AtomQNetwork
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["MDQNPolicy", "munchausen_target"]
 
@@ -59,6 +60,7 @@ def munchausen_target(
     return reward + bonus + discount * soft_value
 
 
+@register_policy("mdqn")
 class MDQNPolicy(QLearningPolicy):
     """Munchausen DQN for discrete actions.
 

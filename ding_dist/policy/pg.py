@@ -38,6 +38,7 @@ from torch.distributions import Categorical, Normal
 
 from ding_dist.comm import allgather, comm_device, get_rank, get_world_size
 from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["PGPolicy", "PolicyNetwork", "episode_minibatches", "episode_returns"]
 
@@ -101,6 +102,7 @@ def episode_minibatches(total: int, batch_size: int | None, seed: int) -> list[n
     return [order[min(start, total - batch_size) :][:batch_size] for start in range(0, total, batch_size)]
 
 
+@register_policy("pg")
 class PGPolicy(Policy):
     """REINFORCE for Discrete or Box action spaces (vector observations).
 

@@ -42,6 +42,7 @@ from ding_dist.policy.encoders import is_image_space
 from ding_dist.policy.networks import features
 from ding_dist.policy.ppo import clipped_surrogate
 from ding_dist.policy.ppo_offpolicy import PPOOffPolicy, SampleRing
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["PPGNetwork", "PPGOffPolicy", "PolicyNetwork", "clipped_value_loss"]
 
@@ -126,6 +127,7 @@ class PPGNetwork(nn.Module):
         return Categorical(logits=head)
 
 
+@register_policy("ppg_offpolicy")
 class PPGOffPolicy(PPOOffPolicy):
     """PPG with off-policy PPO's collection: a policy phase on replayed batches and a periodic auxiliary phase.
 

@@ -32,6 +32,7 @@ from ding_dist.comm import allreduce, comm_device, get_world_size
 from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
 from ding_dist.policy.encoders import NatureCNN, conv_encoder, is_conv_space, obs_tensor
 from ding_dist.policy.normalization import RunningObsNorm
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["PPOPolicy", "ActorCritic", "ImageActorCritic", "clipped_surrogate", "compute_gae", "minibatch_plan"]
 
@@ -187,6 +188,7 @@ def minibatch_plan(batch_size: int, size: int, rank_samples: Sequence[int] | Non
     return n_minibatch, share(size), sum(share(n) for n in counts)
 
 
+@register_policy("ppo")
 class PPOPolicy(Policy):
     """PPO for discrete (Categorical) or continuous (Gaussian) actions.
 

@@ -32,6 +32,7 @@ from torch import nn
 from ding_dist.comm import get_world_size
 from ding_dist.policy.base import Policy
 from ding_dist.policy.ppo import PPOPolicy, clipped_surrogate
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["PPOOffPolicy", "SampleRing"]
 
@@ -85,6 +86,7 @@ class SampleRing:
         return {k: v[idx.to(v.device)] for k, v in self._data.items()}
 
 
+@register_policy("ppo_offpolicy")
 class PPOOffPolicy(PPOPolicy):
     """PPO's network and acting; GAE at collection, clipped updates on replayed samples.
 

@@ -33,12 +33,14 @@ from ding_dist.comm import get_rank, get_world_size
 from ding_dist.policy.base import obs_dim
 from ding_dist.policy.pg import PGPolicy
 from ding_dist.policy.ppo import clipped_surrogate, minibatch_plan
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["PPOPGPolicy"]
 
 _STATS = ("loss", "policy_loss", "entropy", "approx_kl", "clip_frac", "return_mean")
 
 
+@register_policy("ppo_pg")
 class PPOPGPolicy(PGPolicy):
     """PPO's clipped objective on Monte-Carlo returns of complete episodes, Discrete or Box actions (vector obs).
 

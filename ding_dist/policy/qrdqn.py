@@ -22,10 +22,12 @@ from easydict import EasyDict
 from ding_dist.policy.losses import quantile_huber_loss
 from ding_dist.policy.networks import AtomQNetwork
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["QRDQNPolicy"]
 
 
+@register_policy("qrdqn")
 class QRDQNPolicy(QLearningPolicy):
     """QR-DQN for discrete actions.
 

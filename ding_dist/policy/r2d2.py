@@ -39,6 +39,7 @@ from ding_dist.policy.base import Policy, action_info, hard_update, mlp, obs_dim
 from ding_dist.policy.encoders import is_image_space, obs_tensor
 from ding_dist.policy.exploration import apex_epsilon, epsilon_schedule
 from ding_dist.policy.networks import features
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["R2D2Policy", "RecurrentQNetwork", "inverse_value_rescale", "rescaled_n_step_target", "value_rescale"]
 
@@ -168,6 +169,7 @@ class RecurrentQNetwork(nn.Module):
         return q, (h.squeeze(0), c.squeeze(0))
 
 
+@register_policy("r2d2")
 class R2D2Policy(Policy):
     """R2D2: recurrent double DQN on replayed sequences, with burn-in, n-step rescaled targets and priorities.
 

@@ -24,11 +24,13 @@ from easydict import EasyDict
 from ding_dist.policy.losses import categorical_projection
 from ding_dist.policy.networks import CategoricalQNetwork
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
+from ding_dist.policy.registry import register_policy
 from ding_dist.policy.rng import parameter_seed, step_generator
 
 __all__ = ["RainbowPolicy"]
 
 
+@register_policy("rainbow")
 class RainbowPolicy(QLearningPolicy):
     """Rainbow for discrete actions.
 

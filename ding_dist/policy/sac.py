@@ -37,6 +37,7 @@ from torch import nn
 
 from ding_dist.policy.base import Policy, mlp, obs_dim, soft_update
 from ding_dist.policy.encoders import is_conv_space
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["SACPolicy", "SquashedGaussianActor", "TwinQCritic", "LogAlpha", "squashed_sample"]
 
@@ -145,6 +146,7 @@ def squashed_sample(
     return torch.tanh(u), gaussian_logp - log_det_tanh
 
 
+@register_policy("sac")
 class SACPolicy(Policy):
     """Soft actor-critic for Box action spaces with finite bounds.
 

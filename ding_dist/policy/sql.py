@@ -29,6 +29,7 @@ from easydict import EasyDict
 from ding_dist.policy.encoders import obs_tensor
 from ding_dist.policy.networks import AtomQNetwork
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
+from ding_dist.policy.registry import register_policy
 
 __all__ = ["SQLPolicy", "soft_value", "sql_target"]
 
@@ -55,6 +56,7 @@ def sql_target(next_q: torch.Tensor, reward: torch.Tensor, discount: torch.Tenso
     return reward + discount * soft_value(next_q, alpha)
 
 
+@register_policy("sql")
 class SQLPolicy(QLearningPolicy):
     """Soft Q-learning for discrete actions.
 

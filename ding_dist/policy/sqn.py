@@ -33,6 +33,7 @@ from torch import nn
 from ding_dist.policy.encoders import obs_tensor
 from ding_dist.policy.networks import AtomQNetwork
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
+from ding_dist.policy.registry import register_policy
 from ding_dist.policy.sac import LogAlpha
 
 __all__ = ["SQNPolicy", "TwinQNetwork"]
@@ -65,12 +66,14 @@ class TwinQNetwork(nn.Module):
         return (self.q1(obs), self.q2(obs)) if full else self.q1(obs)
 
 
+@register_policy("sqn")
 class SQNPolicy(QLearningPolicy):
     """SQN for discrete actions.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's; ``learn.learning_rate``
-    is the Q-networks' and ``learn.target_theta`` their Polyak rate), ``model.dueling``, ``learn.alpha`` (the initial
-    temperature), ``learn.learning_rate_alpha``, ``learn.target_entropy`` and ``other.eps.decay`` (acting, above).
+    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's;
+    ``learn.learning_rate`` is the Q-networks' and ``learn.target_theta`` their Polyak rate), ``model.dueling``,
+    ``learn.alpha`` (the initial temperature), ``learn.learning_rate_alpha``, ``learn.target_entropy`` and
+    ``other.eps.decay`` (acting, above).
 
     Example::
 

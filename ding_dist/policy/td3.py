@@ -38,12 +38,14 @@ from ding_dist.comm import get_world_size
 from ding_dist.policy.base import Policy, obs_dim, soft_update
 from ding_dist.policy.continuous import BoxActions, DeterministicActor, QCritic, gaussian_noise
 from ding_dist.policy.encoders import is_conv_space
+from ding_dist.policy.registry import register_policy
 from ding_dist.policy.rng import global_rows, step_generator
 from ding_dist.policy.sac import TwinQCritic
 
 __all__ = ["TD3Policy"]
 
 
+@register_policy("td3")
 class TD3Policy(Policy):
     """TD3 for Box action spaces with finite bounds (with ``model.twin_critic=False``, ``learn.noise=False`` and
     ``learn.actor_update_freq=1``: DDPG, see :class:`~ding_dist.policy.ddpg.DDPGPolicy`).
