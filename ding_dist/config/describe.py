@@ -199,13 +199,16 @@ KEY_MEANINGS: dict[str, str] = {
 }
 
 
-def meaning(key: str, policy_type: str | None = None) -> str:
-    """The one-line meaning of dotted ``key`` (``""`` when it has none yet).
+def meaning(key: str, policy_type: str | None = None, own: Mapping[str, str] | None = None) -> str:
+    """The one-line meaning of dotted ``key`` (``""`` when it has none yet); ``own``: the policy class's
+    ``key_meanings`` (keys relative to ``policy.``), which win.
 
     Example:
         >>> meaning("policy.learn.batch_size", "ppo")
         "minibatch, the run's total (each rank: batch_size / N; the ragged tail of a shuffled rollout is dropped)"
     """
+    if own and key.startswith("policy.") and key[len("policy.") :] in own:
+        return own[key[len("policy.") :]]
     if policy_type and f"{policy_type}:{key}" in KEY_MEANINGS:
         return KEY_MEANINGS[f"{policy_type}:{key}"]
     return KEY_MEANINGS.get(key, "")
@@ -240,14 +243,17 @@ def _type_of(default: Any) -> str:
     return type(default).__name__
 
 
-def describe(cfg: Mapping, schema: Mapping, policy_type: str | None = None) -> list[KeyRow]:
-    """A row per leaf key of ``schema`` (the defaults) with its value in ``cfg``; ``create_config`` skipped."""
+def describe(
+    cfg: Mapping, schema: Mapping, policy_type: str | None = None, own: Mapping[str, str] | None = None
+) -> list[KeyRow]:
+    """A row per leaf key of ``schema`` (the defaults) with its value in ``cfg``; ``create_config`` skipped; ``own``:
+    the policy class's ``key_meanings``."""
     rows = []
     for key, default in _leaves({k: v for k, v in schema.items() if k != "create_config"}):
         value: Any = cfg
         for part in key.split("."):
             value = value.get(part) if isinstance(value, Mapping) else None
-        rows.append(KeyRow(key, value, default, _type_of(default), meaning(key, policy_type)))
+        rows.append(KeyRow(key, value, default, _type_of(default), meaning(key, policy_type, own)))
     return rows
 
 
@@ -289,9 +295,12 @@ def docs_tables() -> dict[str, str]:
     shared_keys = {r.key for r in describe(shared, shared)}
     tables = {"shared": markdown_table(describe(shared, shared), strip="policy.")}
     for name in ("dqn", "ppo"):
-        schema = {"policy": get_policy_cls(name).default_config()}
+        cls = get_policy_cls(name)
+        schema = {"policy": cls.default_config()}
         own = [
-            r for r in describe(schema, schema, name) if r.key not in shared_keys or f"{name}:{r.key}" in KEY_MEANINGS
+            r
+            for r in describe(schema, schema, name, cls.key_meanings)
+            if r.key not in shared_keys or f"{name}:{r.key}" in KEY_MEANINGS
         ]
         tables[name] = markdown_table(own, strip="policy.")
     return tables

@@ -122,6 +122,9 @@ class Policy(abc.ABC):
     on_policy: ClassVar[bool] = False
     #: Attribute names of the modules/optimizers saved by ``state_dict`` (raw modules, not wrapped ones).
     _state_attrs: ClassVar[tuple[str, ...]] = ("model", "optimizer")
+    #: One-line meanings of this policy's own config keys (relative to ``policy.``, e.g. ``"learn.kappa"``), which
+    #: ``ding-dist config show`` prints; they win over the shared ones of ``ding_dist/config/describe.py``.
+    key_meanings: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def default_config(cls) -> EasyDict:

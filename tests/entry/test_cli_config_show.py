@@ -50,6 +50,13 @@ def test_policy_specific_meaning_wins():
     )
 
 
+def test_a_policy_class_s_own_key_meanings_win_over_the_shared_ones():
+    schema = {"policy": {"learn": {"batch_size": 64, "my_new_key": 1.0}}}
+    rows = describe(schema, schema, "ppo", {"learn.my_new_key": "a new key", "learn.batch_size": "mine"})
+    assert [r.meaning for r in rows] == ["mine", "a new key"]
+    assert [r.meaning for r in describe(schema, schema, "ppo")] == [KEY_MEANINGS["ppo:policy.learn.batch_size"], ""]
+
+
 def test_markdown_keeps_the_value_column(capsys):
     assert cli.main(["config", "show", "cartpole_ppo", "--markdown", "--set", "env.collector_env_num=4"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -62,8 +69,9 @@ def test_markdown_keeps_the_value_column(capsys):
 def test_every_key_split_over_the_ranks_says_it_is_the_runs_total(policy_type):
     """What N processes share out (SPLIT_KEYS, and the replay capacity) is described as the run's total, never as
     a per-rank size."""
-    schema = {"env": env_default_config(), "policy": get_policy_cls(policy_type).default_config()}
-    rows = {r.key: r.meaning for r in describe(schema, schema, policy_type)}
+    cls = get_policy_cls(policy_type)
+    schema = {"env": env_default_config(), "policy": cls.default_config()}
+    rows = {r.key: r.meaning for r in describe(schema, schema, policy_type, cls.key_meanings)}
     split = [k for k in rows if k in SPLIT_KEYS or k.endswith("replay_buffer_size")]
     assert "env.collector_env_num" in split and "policy.collect.n_sample" in split
     assert {k: rows[k] for k in split if "the run's total" not in rows[k] or "per rank" in rows[k]} == {}

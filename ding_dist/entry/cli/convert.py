@@ -29,14 +29,15 @@ def config_show(args: argparse.Namespace) -> int:
 
     cfg = compile_config(check_config(args.config), args)
     policy_type = cfg.create_config.policy.type
+    policy_cls = get_policy_cls(policy_type)
     schema = {
         "exp_name": "default_experiment",
         "seed": 0,
         "env": env_default_config(),
-        "policy": get_policy_cls(policy_type).default_config(),
+        "policy": policy_cls.default_config(),
         "actor_learner": actor_learner_default_config(),
     }
-    rows = describe(cfg, schema, policy_type)
+    rows = describe(cfg, schema, policy_type, policy_cls.key_meanings)
     print(markdown_table(rows, values=True) if args.markdown else format_rows(rows))
     return 0
 
