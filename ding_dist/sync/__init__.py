@@ -17,7 +17,7 @@ from .algorithms.qadam import QAdamOptimizer
 from .bucket import Bucket, BucketStage
 from .decentralized_dp import DecentralizedDataParallel
 from .drift import weight_drift
-from .engine import DistributedModel, allreduce_parameters, broadcast_parameters, distribute
+from .engine import DistributedModel, distribute
 from .functional import sync_gradients
 from .nonfinite import NonFiniteGradientError
 from .options import (
@@ -27,6 +27,7 @@ from .options import (
     DistributedBaseOption,
     get_default_distributed_option,
 )
+from .parameters import allreduce_parameters, broadcast_parameters
 from .topology import Edge, Topology, available_topologies, get_topology, register_topology
 
 __all__ = [

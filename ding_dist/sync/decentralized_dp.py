@@ -23,7 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ding_dist.sync.engine import DistributedModel, allreduce_parameters, distribute
+from ding_dist.sync.engine import DistributedModel, distribute
+from ding_dist.sync.parameters import allreduce_parameters
 
 __all__ = ["DecentralizedDataParallel"]
 

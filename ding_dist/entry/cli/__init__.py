@@ -31,8 +31,9 @@ and ``run``), one module per command family (:mod:`~ding_dist.entry.cli.train`: 
 :mod:`~ding_dist.entry.cli.evaluate`; :mod:`~ding_dist.entry.cli.convert`: config show, ckpt convert),
 :mod:`~ding_dist.entry.cli.checks` (their input checks), :mod:`~ding_dist.entry.cli.launching` (the ranks' run),
 :mod:`~ding_dist.entry.cli.local_launch` (the local launcher and its failure summary),
-:mod:`~ding_dist.entry.cli.plot` and :mod:`~ding_dist.entry.cli.video` (eval's recordings),
-:mod:`~ding_dist.entry.cli.errors`. Importing it imports no torch (``ding-dist --help`` answers at once).
+:mod:`~ding_dist.entry.cli.plot` (its run folders read by :mod:`~ding_dist.entry.cli.run_folders`),
+:mod:`~ding_dist.entry.cli.video` (eval's recordings) and :mod:`~ding_dist.entry.cli.errors`. Importing it imports
+no torch (``ding-dist --help`` answers at once).
 """
 
 from __future__ import annotations
