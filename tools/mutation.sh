@@ -91,6 +91,9 @@ fi
 mkdir -p mutants
 echo "mutmut: ${#SCOPE[@]} patterns, log in mutants/run.log"
 status=0
+# mutmut forks a child per mutant from a parent that has run torch: with torch's OpenMP pool up, a forked child's
+# first parallel kernel can wait forever (every D4PG mutant "timed out" at 0% CPU). One thread each: fork-safe.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}"
 nice -n 10 timeout "${MUTATION_TIMEOUT:-3600}" "$PYTHON" -m mutmut run --max-children "${JOBS:-2}" "${SCOPE[@]}" \
   > mutants/run.log 2>&1 || status=$?
 "$PYTHON" -m mutmut results --all true 2>/dev/null | "$PYTHON" -c '

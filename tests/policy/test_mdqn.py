@@ -36,6 +36,20 @@ def test_munchausen_target_by_hand(action, reward, discount, expected):
     assert target.item() == pytest.approx(expected, rel=1e-6)
 
 
+def test_munchausen_target_by_hand_at_tau_one_half_on_two_rows():
+    """tau != 1 (q / tau is not q * tau) and two different rows (the log-sum-exp stays per row)."""
+    q = torch.tensor([[0.0, math.log(3.0)], [1.0, 1.0]])
+    # row 0: softmax(q / 0.5) = [1/10, 9/10]; row 1: [1/2, 1/2]; tau log pi = 0.5 * log pi
+    bonus0 = 0.9 * 0.5 * math.log(0.9)  # action 1 of row 0 (above the clip at -1)
+    soft0 = 0.1 * (0.0 - 0.5 * math.log(0.1)) + 0.9 * (math.log(3.0) - 0.5 * math.log(0.9))
+    bonus1 = 0.9 * 0.5 * math.log(0.5)  # action 0 of row 1
+    soft1 = 1.0 - 0.5 * math.log(0.5)
+    target = munchausen_target(
+        q, q, torch.tensor([1, 0]), torch.tensor([1.0, 0.0]), torch.tensor([0.5, 0.25]), tau=0.5, alpha=0.9
+    )
+    assert target.tolist() == pytest.approx([1.0 + bonus0 + 0.5 * soft0, bonus1 + 0.25 * soft1], rel=1e-6)
+
+
 def test_munchausen_target_at_a_small_temperature_is_the_hard_max():
     q = torch.tensor([[1.0, 2.0]])
     target = munchausen_target(q, q, torch.tensor([1]), torch.tensor([0.0]), torch.tensor([1.0]), tau=0.01, alpha=0.9)
