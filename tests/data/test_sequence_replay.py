@@ -133,3 +133,14 @@ def test_rows_are_allocated_as_sequences_arrive_and_kept_across_growth_and_check
     restored = _buffer()
     restored.load_state_dict(small.state_dict())
     assert _stored(small)[: len(before)] == before and _stored(restored) == _stored(small)
+
+
+def test_each_draw_takes_one_slot_per_equal_stratum_and_beta_rises_per_draw():
+    buf = _buffer(alpha=1.0, beta=0.5, anneal_step=4)
+    buf.add(_stream(12, 2, ends={}))  # 10 sequences at priority 1: total mass 10
+    assert buf.beta == 0.5
+    for draws in (1, 2, 3):
+        drawn, _ = buf.sample_indices(5)  # strata of mass 10 / 5 = 2: slots {0, 1}, {2, 3}, ... {8, 9}
+        np.testing.assert_array_equal(drawn // 2, np.arange(5))
+        assert buf.draws == draws
+    assert buf.beta == 0.5 + 0.5 * 3 / 4
