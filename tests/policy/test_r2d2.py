@@ -204,3 +204,27 @@ def test_bad_sequence_config_is_one_line_and_exit_2_before_any_process(tmp_path,
 def test_r2d2_reaches_475_on_cartpole(tmp_path, name):
     result = pipeline.train(str(REPO / "configs" / name), seed=0, exp_dir=tmp_path / "run", max_env_steps=150_000)
     assert result["stopped_by"] == "stop_value" and result["best_eval_return"] >= 475
+
+
+def _target_params(policy: R2D2Policy) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in policy.target_model.parameters()])
+
+
+def test_double_q_switch_and_the_hard_target_copy_every_k_updates():
+    batch = _batch(3)
+    losses = {}
+    for double in (True, False):
+        policy = _policy(double=double)
+        policy.cfg.learn.target_update_freq = 3
+        with torch.no_grad():  # a target that disagrees with the online net: the two targets differ
+            for p in policy.target_model.parameters():
+                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(7)))
+        losses[double] = float(policy.learn(batch)["loss"])
+        assert not torch.equal(_target_params(policy), _params(policy))  # update 1 of 3: no copy
+        policy.learn(batch)
+        assert not torch.equal(_target_params(policy), _params(policy))  # update 2 of 3: no copy
+        policy.learn(batch)
+        torch.testing.assert_close(
+            _target_params(policy), _params(policy), rtol=0, atol=0
+        )  # update 3: the online net, copied
+    assert abs(losses[True] - losses[False]) > 1e-3  # online-net argmax vs the target's own max
