@@ -60,8 +60,12 @@ def _batch(seed: int = 0) -> dict[str, torch.Tensor]:
     }
 
 
+def _flat(net: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in net.parameters()])
+
+
 def _params(policy: R2D2Policy) -> torch.Tensor:
-    return torch.cat([p.detach().flatten() for p in policy.model.parameters()])
+    return _flat(policy.model)
 
 
 def test_value_rescaling_and_its_inverse_are_exact():
@@ -206,10 +210,6 @@ def test_r2d2_reaches_475_on_cartpole(tmp_path, name):
     assert result["stopped_by"] == "stop_value" and result["best_eval_return"] >= 475
 
 
-def _target_params(policy: R2D2Policy) -> torch.Tensor:
-    return torch.cat([p.detach().flatten() for p in policy.target_model.parameters()])
-
-
 def test_double_q_switch_and_the_hard_target_copy_every_k_updates():
     batch = _batch(3)
     losses = {}
@@ -220,11 +220,10 @@ def test_double_q_switch_and_the_hard_target_copy_every_k_updates():
             for p in policy.target_model.parameters():
                 p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(7)))
         losses[double] = float(policy.learn(batch)["loss"])
-        assert not torch.equal(_target_params(policy), _params(policy))  # update 1 of 3: no copy
+        assert not torch.equal(_flat(policy.target_model), _params(policy))  # update 1 of 3: no copy
         policy.learn(batch)
-        assert not torch.equal(_target_params(policy), _params(policy))  # update 2 of 3: no copy
+        assert not torch.equal(_flat(policy.target_model), _params(policy))  # update 2 of 3: no copy
         policy.learn(batch)
-        torch.testing.assert_close(
-            _target_params(policy), _params(policy), rtol=0, atol=0
-        )  # update 3: the online net, copied
+        # update 3: the online net, copied
+        torch.testing.assert_close(_flat(policy.target_model), _params(policy), rtol=0, atol=0)
     assert abs(losses[True] - losses[False]) > 1e-3  # online-net argmax vs the target's own max
