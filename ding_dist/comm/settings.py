@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import re
 import socket
 from collections.abc import Mapping
@@ -111,14 +112,49 @@ def _check_port(port: int, what: str) -> int:
     return port
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port that is free on ``host`` right now.
+_EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+
+
+def ephemeral_port_range(path: str = _EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
+    """The kernel's range of source ports for outgoing connections (Linux's default when it cannot be read).
+
+    Example:
+        >>> low, high = ephemeral_port_range()
+        >>> 0 < low <= high < 65536
+        True
+    """
+    try:
+        with open(path) as f:
+            low, high = (int(v) for v in f.read().split()[:2])
+    except (OSError, ValueError):
+        return 32768, 60999
+    return (low, high) if 0 < low <= high < 65536 else (32768, 60999)
+
+
+def free_port(host: str = "127.0.0.1", *, attempts: int = 64) -> int:
+    """Return a TCP port that is free on ``host`` right now, chosen outside the kernel's ephemeral range.
+
+    A port from the ephemeral range (what binding port 0 gives) can be taken before rank 0 listens on it by the
+    source port of any outgoing connection, gloo's own mesh included; a port below (or above) that range is
+    only ever taken by a listener. Falls back to port 0 when the range leaves no room.
 
     Example:
         >>> port = free_port()
         >>> 0 < port < 65536
         True
     """
+    low, high = ephemeral_port_range()
+    spans = [(lo, hi) for lo, hi in ((10000, low - 1), (high + 1, 65535)) if hi - lo >= 1000]
+    rng = random.SystemRandom()
+    for _ in range(attempts if spans else 0):
+        lo, hi = rng.choices(spans, weights=[hi - lo + 1 for lo, hi in spans])[0]
+        port = rng.randint(lo, hi)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]

@@ -1,5 +1,7 @@
 """Launch-settings parsing: arguments, torchrun, SLURM, fake link, timeouts."""
 
+import socket
+
 import pytest
 
 from ding_dist.comm import settings
@@ -129,3 +131,29 @@ def test_local_place_of_the_running_group(monkeypatch):
     set_running_settings(resolve_launch_settings(rank=2, world_size=8, env={"LOCAL_WORLD_SIZE": "4"}))
     assert (local_rank(True, env=other), local_size(True, env=other)) == (2, 4)
     assert (local_rank(False, env=other), local_size(False, env=other)) == (0, 1)
+
+
+def test_ephemeral_port_range_reads_the_kernel_file_and_falls_back_on_garbage(tmp_path) -> None:
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.write_text("15000\t50000\n")
+    bad.write_text("not ports\n")
+    assert settings.ephemeral_port_range(str(good)) == (15000, 50000)
+    assert settings.ephemeral_port_range(str(bad)) == (32768, 60999)
+    assert settings.ephemeral_port_range(str(tmp_path / "missing")) == (32768, 60999)
+
+
+def test_free_port_stays_out_of_the_ephemeral_range(monkeypatch) -> None:
+    # A port the kernel hands to outgoing connections can be stolen before rank 0 listens (seen in CI: EADDRINUSE).
+    monkeypatch.setattr(settings, "ephemeral_port_range", lambda: (20000, 60999))
+    ports = {settings.free_port() for _ in range(200)}
+    assert all(10000 <= p <= 19999 or 61000 <= p <= 65535 for p in ports)
+    assert any(p <= 19999 for p in ports) and any(p >= 61000 for p in ports)
+    for port in list(ports)[:5]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", port))  # free right now
+
+
+def test_free_port_falls_back_to_the_kernel_when_the_range_leaves_no_room(monkeypatch) -> None:
+    monkeypatch.setattr(settings, "ephemeral_port_range", lambda: (1024, 65000))
+    port = settings.free_port()
+    assert 1024 <= port <= 65000
