@@ -7,13 +7,20 @@ each take ``1/N`` of every one, so every env's rollout keeps its length ``T = n_
 A size N does not divide is refused, naming the nearest sizes that split (rounding would silently change
 the global batch or the horizon).
 
+The pipelines keep the config's totals and read each rank's share from one
+:class:`~ding_dist.utils.plan.Plan` (:func:`split_plan`: ``plan.rank_batch``, ``plan.rank_envs``, ...); a
+policy computes the same plan over its sync group. :func:`split_config` writes the shares into a copy of the
+config, for scripts that size things from the config themselves (never hand that copy to a policy: a policy's
+config holds run totals).
+
 DI-engine's ``to_ddp_config`` divides the batch and ``n_sample`` but keeps ``collector_env_num`` per process,
 so its rollouts get N times shorter with N processes; :func:`to_ddp_config` here keeps that meaning for
-DI-engine-style scripts that call it themselves, and the pipelines use :func:`split_config`.
+DI-engine-style scripts that call it themselves.
 
 Example::
 
-    cfg = split_config(global_cfg, parts=2)   # per-rank batch_size, n_sample, collector_env_num
+    plan = split_plan(global_cfg, parts=2)      # plan.rank_batch, plan.rank_n_sample, plan.rank_envs
+    cfg = split_config(global_cfg, parts=2)     # a copy holding those shares
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ding_dist.config.errors import raise_all
+from ding_dist.utils.plan import PLAN_KEYS, Plan
 
-__all__ = ["DDP_SPLIT_KEYS", "SPLIT_KEYS", "split_config", "split_errors", "to_ddp_config"]
+__all__ = ["DDP_SPLIT_KEYS", "SPLIT_KEYS", "split_config", "split_errors", "split_plan", "to_ddp_config"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +103,28 @@ def _divide(cfg: Any, parts: int, keys: Sequence[str], flag: str, why: str, in_p
             node[leaf] = value // parts
             logger.info("%s: %s %d -> %d per process (%d processes)", why, dotted, value, node[leaf], parts)
     return cfg
+
+
+def split_plan(cfg: Any, parts: int, flag: str = "--nproc") -> Plan:
+    """The :class:`~ding_dist.utils.plan.Plan` of a config's run totals over ``parts`` data-parallel ranks (or
+    learners: ``flag="--learners"``); the config is not changed. A size ``parts`` does not divide raises
+    ``ConfigError`` naming the nearest ones that do, and the option counts that divide every size.
+
+    Example:
+        >>> plan = split_plan({"env": {"collector_env_num": 8}, "policy": {"collect": {"n_sample": 256}}}, parts=2)
+        >>> plan.rank_envs, plan.rank_n_sample   # 128 steps per env either way
+        (4, 128)
+    """
+    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
+        raise ValueError(f"parts must be an int >= 1, got {parts!r}")
+    raise_all(split_errors(cfg, parts, flag, SPLIT_KEYS))
+    plan = Plan.of(cfg, parts)
+    if parts > 1:
+        for name, dotted in PLAN_KEYS.items():
+            if getattr(plan, name) is not None:
+                total, share = getattr(plan, name), getattr(plan, f"rank_{name}")
+                logger.info("%s=%d: %d per process (%d processes)", dotted, total, share, parts)
+    return plan
 
 
 def split_config(cfg: Any, parts: int, flag: str = "--nproc") -> Any:

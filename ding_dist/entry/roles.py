@@ -61,7 +61,6 @@ from ding_dist.config import ConfigError
 __all__ = [
     "RoleGroups",
     "Roles",
-    "actor_envs",
     "actor_learner_default_config",
     "check_actor_learner_config",
     "chunk_steps",
@@ -223,25 +222,10 @@ class RoleGroups:
         return cls(learners, actors, weights, experience, inference, server)
 
 
-def actor_envs(collector_env_num: int, learners: int) -> int:
-    """Envs of each actor: its learner's share of the global ``env.collector_env_num`` (each learner takes one
-    chunk per round, so one round holds one step of every env of the run, as one data-parallel iteration).
-
-    Example::
-
-        actor_envs(8, learners=2)  # 4
-    """
-    if collector_env_num % learners:
-        raise ConfigError(
-            f"env.collector_env_num={collector_env_num} cannot be split over {learners} processes (or another "
-            "--learners)"
-        )
-    return collector_env_num // learners
-
-
 def chunk_steps(n_sample: int, num_envs: int) -> int:
     """Vector steps per chunk: the rollout horizon ``collect.n_sample / env.collector_env_num`` (rounded up to whole
-    vector steps), the same for any number of learners (pass both global, or both one learner's share).
+    vector steps), the same for any number of learners (pass both totals, or both one learner's share: a
+    :class:`~ding_dist.utils.plan.Plan`'s ``rank_n_sample`` and ``rank_envs``).
 
     Example::
 

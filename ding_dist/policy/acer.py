@@ -200,7 +200,7 @@ class ACERPolicy(Policy):
         self.replay.add({k: chunks(np.asarray(rollout[k]), obs_dtype if "obs" in k else torch.float32) for k in names})
         stats: dict[str, torch.Tensor] = {}
         for _ in range(int(lc.update_per_collect)):
-            for k, v in self.update(self.replay.sample(lc.batch_size)).items():
+            for k, v in self.update(self.replay.sample(self.plan.rank_batch)).items():
                 stats[k] = stats[k] + v if k in stats else v
         return {k: v / max(1, int(lc.update_per_collect)) for k, v in stats.items()}
 

@@ -51,8 +51,9 @@ import torch
 from easydict import EasyDict
 from torch import nn
 
-from ding_dist.comm import resolve_device
+from ding_dist.comm import get_world_size, resolve_device
 from ding_dist.sync import distribute, get_algorithm
+from ding_dist.utils.plan import Plan
 
 __all__ = [
     "Policy",
@@ -138,9 +139,9 @@ class Policy(abc.ABC):
         - ``device``: torch device of the networks: ``"auto"`` (default: the rank's GPU when the backend is
           nccl or there is one process on a CUDA machine, else the CPU), ``"cpu"``, ``"cuda"`` (the rank's
           GPU), ``"cuda:N"``; see :func:`ding_dist.comm.resolve_device`.
-        - ``collect.n_sample``: env steps collected per iteration, summed over ranks (the pipeline's
-          ``to_ddp_config`` divides it by the world size).
-        - ``learn.batch_size``: global batch; divided by the world size the same way.
+        - ``collect.n_sample``: env steps collected per iteration, the run's total (each rank collects
+          ``plan.rank_n_sample``: :attr:`plan`).
+        - ``learn.batch_size``: the run's batch per update (each rank's share: ``plan.rank_batch``).
         - ``sync.algorithm`` / ``sync.options``: how the ranks synchronize every trained network (any name
           of :func:`ding_dist.available_algorithms`, e.g. ``bytegrad`` or ``local_sgd``, and its options).
         - ``eval.eval_freq``: evaluate every this many global env steps (0: only at the end).
@@ -172,6 +173,17 @@ class Policy(abc.ABC):
         #: The ranks that learn together (None: the world; see :func:`policy_sync_group`); statistics that must
         #: be global use it.
         self.sync_group: Any = _SYNC_GROUP.get()
+
+    @property
+    def plan(self) -> Plan:
+        """The config's run totals and this rank's share of each, over the ranks of :attr:`sync_group` (read from
+        the config when asked, so a changed config counts; the config itself always holds the totals).
+
+        Example::
+
+            policy.plan.batch, policy.plan.rank_batch  # (64, 32) with learn.batch_size=64 on 2 ranks
+        """
+        return Plan.of(self.cfg, get_world_size(self.sync_group))
 
     # --- distributed training -------------------------------------------------------------------
     def make_optimizer(self, params: Any, lr: float, **adam_kwargs: Any) -> torch.optim.Optimizer:

@@ -28,7 +28,6 @@ from torch import nn
 
 from ding_dist.policy.base import mlp, obs_dim
 from ding_dist.policy.encoders import conv_encoder, is_conv_space, obs_tensor
-from ding_dist.policy.exploration import apex_epsilon, epsilon_schedule
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning, update_target
 from ding_dist.policy.registry import register_policy
 
@@ -147,25 +146,6 @@ class DQNPolicy(QLearningPolicy):
         else:
             model = QNetwork(obs_dim(obs_space), self.n_actions, m.hidden_sizes, m.dueling, m.activation)
         init_q_learning(self, model, self.cfg.learn.learning_rate)  # optimizer, distribute, then the target copy
-        self.fixed_epsilon: float | None = None  # set by set_actor_index with other.eps_ladder.enable
-
-    def set_actor_index(self, actor: int, actors: int) -> None:
-        """Actor ``actor`` of ``actors`` (the actor role calls this): with ``other.eps_ladder.enable`` it explores
-        with :func:`apex_epsilon` from then on."""
-        ladder = self.cfg.other.get("eps_ladder")
-        if ladder is not None and ladder.enable:
-            self.fixed_epsilon = apex_epsilon(actor, actors, ladder.base, ladder.alpha)
-
-    def _epsilon(self, env_step: int) -> float:
-        if self.fixed_epsilon is not None:
-            return self.fixed_epsilon
-        e = self.cfg.other.eps
-        return epsilon_schedule(e.type, e.start, e.end, e.decay, env_step)
-
-    @torch.no_grad()
-    def schedule_values(self, env_step: int) -> dict[str, float]:
-        """The exploration epsilon at global ``env_step``."""
-        return {"train/epsilon": self._epsilon(env_step)}
 
     @property
     def sends_priority(self) -> bool:

@@ -33,7 +33,6 @@ import torch
 from easydict import EasyDict
 from torch import nn
 
-from ding_dist.comm import get_world_size
 from ding_dist.policy.base import mlp
 from ding_dist.policy.losses import quantile_huber_loss
 from ding_dist.policy.networks import trunk
@@ -161,7 +160,7 @@ class FQFPolicy(QLearningPolicy):
             m.conv_channels,
         )
         quantile_params = [p for name, p in net.named_parameters() if not name.startswith("fraction.")]
-        global_batch = lc.batch_size * get_world_size(self.sync_group)  # learn.batch_size is this rank's share
+        global_batch = lc.batch_size  # the run's batch (every rank's share together)
         groups = [
             {"params": quantile_params, "lr": lc.learning_rate, "eps": 1e-2 / global_batch},  # DI-engine's eps
             {"params": list(net.fraction.parameters()), "lr": lc.learning_rate_fraction},

@@ -179,7 +179,7 @@ class IMPALAPolicy(PPOPolicy):
         if world > 1:
             seed = seed.to(comm_device(self.sync_group, like=seed))
             broadcast(seed, 0, group=self.sync_group)
-        plan = column_minibatches(n_envs * world, steps, int(lc.batch_size) * world, lc.epoch_per_collect,
+        plan = column_minibatches(n_envs * world, steps, int(self.plan.batch), lc.epoch_per_collect,
                                   int(seed.cpu()))  # fmt: skip
         global_batch = len(plan[0]) * steps  # steps in every global minibatch
         scale = world / global_batch  # this learner's sums -> its part of the global minibatch's mean, times N

@@ -245,7 +245,7 @@ class PGPolicy(Policy):
         world, rank = get_world_size(self.sync_group), get_rank(self.sync_group)
         seed = 0 if lc.batch_size is None else int(torch.randint(0, 2**62, ()))  # rank 0's orders the minibatches
         episodes, rank_samples, seed = self._rank_counts(seed)
-        if episodes < int(self.cfg.collect.n_episode) * world:  # n_episode was split over the ranks
+        if episodes < int(self.cfg.collect.n_episode):  # the run's total, over every rank
             return self._stats
         done = self._take_episodes()
 
@@ -257,7 +257,7 @@ class PGPolicy(Policy):
         action = self.as_tensor(cat(1).reshape(len(ret), *self.action_space.shape))
         action = action.long() if self.discrete else action
         offset, size = sum(rank_samples[:rank]), rank_samples[rank]
-        batch = None if lc.batch_size is None else int(lc.batch_size) * world  # the global minibatch
+        batch = None if lc.batch_size is None else int(lc.batch_size)  # the run's minibatch, over every rank
         plan = []  # (this rank's indices, its loss scale) per minibatch: on the host once per call
         for idx in episode_minibatches(sum(rank_samples), batch, seed):
             mine = idx[(idx >= offset) & (idx < offset + size)] - offset

@@ -219,8 +219,8 @@ class PPGOffPolicy(PPOOffPolicy):
                 stats[k] = stats[k] + v if k in stats else v
 
         for _ in range(int(lc.update_per_collect)):
-            add(self.policy_step(self.replay.sample(lc.batch_size)))
-            value_batch = self.value_replay.sample(lc.batch_size)
+            add(self.policy_step(self.replay.sample(self.plan.rank_batch)))
+            value_batch = self.value_replay.sample(self.plan.rank_batch)
             add(self.value_step(value_batch))
             self.kept.append(value_batch)
             self.train_iter += 1
@@ -285,7 +285,7 @@ class PPGOffPolicy(PPOOffPolicy):
         with torch.no_grad():
             data["old_logits"] = self.model.policy(data["obs"])[0]
         size = len(data["obs"])
-        batch = max(1, min(int(lc.batch_size), size))
+        batch = max(1, min(int(self.plan.rank_batch), size))  # this rank's share of learn.batch_size
         stats: dict[str, torch.Tensor] = {}
         steps = 0
         for _ in range(int(lc.aux_train_epoch)):

@@ -5,8 +5,8 @@ state-independent log standard deviation. Reading order: the actor-critic networ
 :class:`PPOPolicy` — acting, :func:`compute_gae`, and ``learn`` with the loss written out.
 
 Every minibatch update goes through the sync engine, so with N ranks each update averages the
-gradients of N per-rank minibatches: the global minibatch is ``learn.batch_size`` (the pipeline
-gives each rank ``batch_size / N``), exactly as on one process. Advantage normalization uses the
+gradients of N per-rank minibatches: the global minibatch is ``learn.batch_size`` (each rank
+takes ``plan.rank_batch``, ``batch_size / N``), exactly as on one process. Advantage normalization uses the
 statistics of that global minibatch (one small allreduce per ``learn`` call serves every minibatch),
 so N ranks apply the update one process would.
 
@@ -33,6 +33,7 @@ from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
 from ding_dist.policy.encoders import NatureCNN, conv_encoder, is_conv_space, obs_tensor
 from ding_dist.policy.normalization import RunningObsNorm
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.plan import Plan
 
 __all__ = ["PPOPolicy", "ActorCritic", "ImageActorCritic", "clipped_surrogate", "compute_gae", "minibatch_plan"]
 
@@ -157,29 +158,30 @@ def clipped_surrogate(
     return mean(torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - clip_ratio, 1.0 + clip_ratio))), ratio
 
 
-def minibatch_plan(batch_size: int, size: int, rank_samples: Sequence[int] | None) -> tuple[int, int, int | None]:
+def minibatch_plan(plan: Plan, size: int, rank_samples: Sequence[int] | None) -> tuple[int, int, int | None]:
     """``(minibatches, local minibatch size, global minibatch size)`` for ``size`` samples on this rank.
 
     Without ``rank_samples`` (every rank's sample count), or with equal counts, the local minibatch is
-    ``batch_size`` (per rank), the ragged tail is dropped and the global size is None: the loss is
-    the local minibatch's mean, averaged across ranks by the sync engine (today's update, bitwise). With
-    unequal counts (a preempted straggler) every rank runs the same number of minibatches,
-    ``max(1, total // global batch)`` (so the collectives match), each taking a share of its samples
-    proportional to its count, ``min(count // minibatches, ceil(global batch * count / total))``; the
-    loss is then ``N / M`` times the sum of the per-sample terms (``M``: the sum of the ranks' shares),
-    so after the engine's average over N ranks the gradient is that of the mean over the global
-    minibatch of ``M`` samples: the update one process makes on the union of the ranks' samples.
+    ``plan.rank_batch``, the ragged tail is dropped and the global size is None: the loss is the local
+    minibatch's mean, averaged across ranks by the sync engine (today's update, bitwise). With unequal counts (a
+    preempted straggler) every rank runs the same number of minibatches, ``max(1, total // plan.batch)`` (so the
+    collectives match), each taking a share of its samples proportional to its count,
+    ``min(count // minibatches, ceil(plan.batch * count / total))``; the loss is then ``N / M`` times the sum of
+    the per-sample terms (``M``: the sum of the ranks' shares), so after the engine's average over N ranks the
+    gradient is that of the mean over the global minibatch of ``M`` samples: the update one process makes on the
+    union of the ranks' samples.
 
     Example::
 
-        minibatch_plan(32, 100, [100, 40])  # 2 ranks: (2, 46, 65)
+        minibatch_plan(Plan(ranks=2, batch=64), 100, [100, 40])  # (2, 46, 65)
     """
     if rank_samples is None or len(set(int(n) for n in rank_samples)) <= 1:
-        batch = max(1, min(batch_size, size))
+        batch = max(1, min(int(plan.rank_batch), size))
         return size // batch, batch, None
     counts = [int(n) for n in rank_samples]
-    world, total = len(counts), sum(counts)
-    global_batch = batch_size * world
+    if len(counts) != plan.ranks:
+        raise ValueError(f"minibatch_plan: {len(counts)} rank sample counts for a plan over {plan.ranks} ranks")
+    total, global_batch = sum(counts), int(plan.batch)
     n_minibatch = max(1, min(total // global_batch, min(counts)))  # at least one sample per rank and minibatch
 
     def share(n: int) -> int:
@@ -361,13 +363,13 @@ class PPOPolicy(Policy):
             group["collects_done"] = k + 1
 
     def minibatch_plan(self, size: int, rank_samples: Sequence[int] | None) -> tuple[int, int, int | None]:
-        """:func:`minibatch_plan` with ``learn.batch_size``.
+        """:func:`minibatch_plan` with this policy's :attr:`plan` (``learn.batch_size`` over its ranks).
 
         Example::
 
-            policy.minibatch_plan(100, [100, 40])  # batch_size 32 per rank, 2 ranks: (2, 46, 65)
+            policy.minibatch_plan(100, [100, 40])  # learn.batch_size 64 over 2 ranks: (2, 46, 65)
         """
-        return minibatch_plan(int(self.cfg.learn.batch_size), size, rank_samples)
+        return minibatch_plan(self.plan, size, rank_samples)
 
     def learn(self, rollout: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """All PPO epochs over one rollout (fields ``[T, N, ...]`` plus ``last_obs`` ``[N, ...]``).

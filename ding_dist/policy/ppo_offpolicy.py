@@ -155,7 +155,7 @@ class PPOOffPolicy(PPOPolicy):
         stats: dict[str, torch.Tensor] = {}
         n = int(self.cfg.learn.update_per_collect)
         for _ in range(n):
-            for k, v in self.update(self.replay.sample(self.cfg.learn.batch_size)).items():
+            for k, v in self.update(self.replay.sample(self.plan.rank_batch)).items():
                 stats[k] = stats[k] + v if k in stats else v
         if self.obs_norm is not None:
             self.obs_norm.sync()

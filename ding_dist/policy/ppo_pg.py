@@ -116,7 +116,7 @@ class PPOPGPolicy(PGPolicy):
         self._close_episodes(rollout)
         world = get_world_size(self.sync_group)
         episodes, rank_samples, _ = self._rank_counts()
-        if episodes < int(self.cfg.collect.n_episode) * world:  # n_episode was split over the ranks
+        if episodes < int(self.cfg.collect.n_episode):  # the run's total, over every rank
             return self._stats
 
         done = self._take_episodes()
@@ -130,7 +130,7 @@ class PPOPGPolicy(PGPolicy):
         action = cat(1).reshape(len(ret), *self.action_space.shape)
         action = action.long() if self.discrete else action
         size = rank_samples[get_rank(self.sync_group)]
-        n_minibatch, batch, global_batch = minibatch_plan(int(lc.batch_size), size, rank_samples)
+        n_minibatch, batch, global_batch = minibatch_plan(self.plan, size, rank_samples)
         if global_batch is None:
             mean = torch.mean
         else:  # this rank's part of the mean over the global minibatch, times N (the engine averages)

@@ -25,7 +25,7 @@ from torch import nn
 
 from ding_dist.policy.base import Policy, action_info, hard_update, soft_update
 from ding_dist.policy.encoders import obs_tensor
-from ding_dist.policy.exploration import epsilon_schedule
+from ding_dist.policy.exploration import apex_epsilon, epsilon_schedule
 
 __all__ = ["QLearningPolicy", "discrete_actions", "init_q_learning", "update_target"]
 
@@ -99,16 +99,29 @@ class QLearningPolicy(Policy):
         self.n_actions = self.count_actions(action_space)
         if self.cfg.get("priority_IS_weight") and not self.cfg.get("priority"):
             raise ValueError("priority_IS_weight=True needs priority=True (importance weights come from priorities)")
+        self.fixed_epsilon: float | None = None  # set by set_actor_index with other.eps_ladder.enable
 
     def count_actions(self, action_space: gym.Space) -> int:
         """The choices per action dimension: a Discrete space's ``n`` (a subclass may discretize a Box: BDQ)."""
         return discrete_actions(action_space, self.algorithm)
 
+    def set_actor_index(self, actor: int, actors: int) -> None:
+        """Actor ``actor`` of ``actors`` (the actor role calls this): with ``other.eps_ladder.enable`` (DQN, R2D2) it
+        explores with :func:`~ding_dist.policy.exploration.apex_epsilon` from then on."""
+        ladder = self.cfg.other.get("eps_ladder")
+        if ladder is not None and ladder.enable:
+            self.fixed_epsilon = apex_epsilon(actor, actors, ladder.base, ladder.alpha)
+
+    def _epsilon(self, env_step: int) -> float:
+        if self.fixed_epsilon is not None:
+            return self.fixed_epsilon
+        e = self.cfg.other.eps
+        return epsilon_schedule(e.type, e.start, e.end, e.decay, env_step)
+
     @torch.no_grad()
     def schedule_values(self, env_step: int) -> dict[str, float]:
-        """The exploration epsilon at global ``env_step``."""
-        e = self.cfg.other.eps
-        return {"train/epsilon": epsilon_schedule(e.type, e.start, e.end, e.decay, env_step)}
+        """The exploration epsilon at global ``env_step`` (an Ape-X actor's own, with ``other.eps_ladder``)."""
+        return {"train/epsilon": self._epsilon(env_step)}
 
     @torch.no_grad()
     def collect_action(self, obs: np.ndarray, env_step: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -23,7 +23,6 @@ equal halves of a batch average to the whole batch's update); its priority is ``
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,10 +34,10 @@ from easydict import EasyDict
 from torch import nn
 
 from ding_dist.data.sequence_replay import sequence_priority
-from ding_dist.policy.base import Policy, action_info, hard_update, mlp, obs_dim, soft_update
+from ding_dist.policy.base import mlp, obs_dim
 from ding_dist.policy.encoders import is_image_space, obs_tensor
-from ding_dist.policy.exploration import apex_epsilon, epsilon_schedule
 from ding_dist.policy.networks import features
+from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning, update_target
 from ding_dist.policy.registry import register_policy
 
 __all__ = ["R2D2Policy", "RecurrentQNetwork", "inverse_value_rescale", "rescaled_n_step_target", "value_rescale"]
@@ -170,7 +169,7 @@ class RecurrentQNetwork(nn.Module):
 
 
 @register_policy("r2d2")
-class R2D2Policy(Policy):
+class R2D2Policy(QLearningPolicy):
     """R2D2: recurrent double DQN on replayed sequences, with burn-in, n-step rescaled targets and priorities.
 
     Config (``policy.*``, beyond the base keys): ``discount_factor`` (0.997), ``nstep`` (5), ``priority`` /
@@ -196,17 +195,16 @@ class R2D2Policy(Policy):
     (value rescaling and its inverse, the masked rescaled n-step double-Q loss after burn-in).
     """
 
-    on_policy = False
+    algorithm = "R2D2"
     #: Acts from a recurrent state: the collector calls :meth:`reset_state` after each step, the replay stores
     #: sequences (:class:`~ding_dist.data.sequence_replay.SequenceReplayBuffer`).
     recurrent = True
     #: The collect extras that hold the recurrent state at each step.
     state_keys = ("h", "c")
-    _state_attrs = ("model", "target_model", "optimizer")
 
     @classmethod
     def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
+        cfg = super().default_config()  # QLearningPolicy's keys, R2D2's values (the paper's, DI-engine's names)
         cfg.discount_factor = 0.997
         cfg.nstep = 5
         cfg.priority = True
@@ -279,45 +277,19 @@ class R2D2Policy(Policy):
         action_space: gym.Space,
         device: str | torch.device = "cpu",
     ) -> None:
-        super().__init__(cfg, obs_space, action_space, device)
-        discrete, n_actions = action_info(action_space)
-        if not discrete:
-            raise ValueError(f"R2D2 needs a Discrete action space, got {action_space}")
+        super().__init__(cfg, obs_space, action_space, device)  # n_actions (Discrete only), the priority check
         if self.cfg.learn.loss not in ("huber", "mse"):
             raise ValueError(f"learn.loss must be 'huber' or 'mse', got {self.cfg.learn.loss!r}")
-        if self.cfg.priority_IS_weight and not self.cfg.priority:
-            raise ValueError("priority_IS_weight=True needs priority=True (importance weights come from priorities)")
         self.check_sequence_config(self.cfg)
-        self.n_actions = n_actions
+        n_actions = self.n_actions
         m = self.cfg.model
         obs = obs_space if is_image_space(obs_space) else obs_dim(obs_space)  # images: a CNN encoder
-        self.model = RecurrentQNetwork(obs, n_actions, m.hidden_sizes, m.lstm_size, m.dueling, m.activation,
-                                       m.conv_channels).to(self.device)  # fmt: skip
-        self.optimizer = self.make_optimizer(self.model.parameters(), lr=self.cfg.learn.learning_rate)
-        self.train_model, self.optimizer = self.distribute(self.model, self.optimizer)
-        self.target_model = copy.deepcopy(self.model).requires_grad_(False)
-        self.fixed_epsilon: float | None = None
+        model = RecurrentQNetwork(obs, n_actions, m.hidden_sizes, m.lstm_size, m.dueling, m.activation, m.conv_channels)
+        init_q_learning(self, model, self.cfg.learn.learning_rate)  # optimizer, distribute, then the target copy
         # (h, c) per env slot of the collector and of the evaluator, and the state after the last action of each
         # (kept by reset_state).
         self._state: dict[bool, tuple[torch.Tensor, torch.Tensor] | None] = {False: None, True: None}
         self._pending: dict[bool, tuple[torch.Tensor, torch.Tensor] | None] = {False: None, True: None}
-
-    # --- exploration (as DQN's) ---------------------------------------------------------------------------
-    def set_actor_index(self, actor: int, actors: int) -> None:
-        """With ``other.eps_ladder.enable``, actor ``actor`` of ``actors`` explores with :func:`apex_epsilon`."""
-        ladder = self.cfg.other.get("eps_ladder")
-        if ladder is not None and ladder.enable:
-            self.fixed_epsilon = apex_epsilon(actor, actors, ladder.base, ladder.alpha)
-
-    def _epsilon(self, env_step: int) -> float:
-        if self.fixed_epsilon is not None:
-            return self.fixed_epsilon
-        e = self.cfg.other.eps
-        return epsilon_schedule(e.type, e.start, e.end, e.decay, env_step)
-
-    def schedule_values(self, env_step: int) -> dict[str, float]:
-        """The exploration epsilon at global ``env_step``."""
-        return {"train/epsilon": self._epsilon(env_step)}
 
     # --- acting with a recurrent state ---------------------------------------------------------------------
     def _act(self, obs: np.ndarray, evaluating: bool) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
@@ -405,10 +377,7 @@ class R2D2Policy(Policy):
             nn.utils.clip_grad_norm_(self.model.parameters(), lc.grad_clip_norm)
         self.optimizer.step()
         self.train_iter += 1
-        if lc.target_theta is not None:
-            soft_update(self.target_model, self.model, lc.target_theta)
-        elif self.train_iter % lc.target_update_freq == 0:
-            hard_update(self.target_model, self.model)
+        update_target(self.target_model, self.model, self.train_iter, lc.target_update_freq, lc.target_theta)
         stats = {"loss": loss.detach(), "q_mean": (q.detach() * learned).sum() / learned.sum().clamp(min=1)}
         if self.cfg.priority:
             td = (q.detach() - target).abs().transpose(0, 1)

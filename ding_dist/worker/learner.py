@@ -70,7 +70,7 @@ class Learner:
     Example::
 
         learner = Learner(policy)
-        learner.train_replay(buffer, n_updates=4, batch_size=32)
+        learner.train_replay(buffer, n_updates=4, rank_batch=32)
         stats = learner.pop_stats()  # {"train/loss": ..., "train/q_mean": ...}
     """
 
@@ -94,21 +94,22 @@ class Learner:
             self._sums[k] = self._sums[k] + v if k in self._sums else v
         self._count += 1
 
-    def train_replay(self, buffer: ReplayBuffer | PrioritizedReplayBuffer, n_updates: int, batch_size: int) -> None:
-        """``n_updates`` updates, each on a fresh batch from ``buffer`` (off-policy).
+    def train_replay(self, buffer: ReplayBuffer | PrioritizedReplayBuffer, n_updates: int, rank_batch: int) -> None:
+        """``n_updates`` updates, each on a fresh batch of ``rank_batch`` samples from ``buffer`` (off-policy; this
+        rank's share of ``learn.batch_size``: ``policy.plan.rank_batch``).
 
         From a :class:`~ding_dist.data.prioritized.PrioritizedReplayBuffer` the batch also holds the importance
         weights (``"weight"``), and the ``"priority"`` the policy returns updates the sampled transitions. Prioritized
         replay over several ranks or shards (the ranks' own buffers, a learner's
         :class:`~ding_dist.data.replay_shards.ReplayShards`) is one prioritized replay over all of them
-        (:func:`~ding_dist.data.prioritized_shards.draw_prioritized`, ``batch_size`` per rank): each rank's part of
+        (:func:`~ding_dist.data.prioritized_shards.draw_prioritized`, ``rank_batch`` per rank): each rank's part of
         the global batch follows its priority mass, and its gradient counts in proportion to its part, so the
         update is that of one process drawing the whole batch from one buffer.
         """
         device = self.policy.device
         if not getattr(buffer, "prioritized", False):  # PrioritizedReplayBuffer or ReplayShards of them
             for _ in range(n_updates):
-                self._record(self.policy.learn(buffer.sample(batch_size, device=device)))
+                self._record(self.policy.learn(buffer.sample(rank_batch, device=device)))
             return
         group = self.policy.sync_group
         world = get_world_size(group)
@@ -116,13 +117,13 @@ class Learner:
             buffer = ReplayShards({0: buffer})
         for _ in range(n_updates):
             if isinstance(buffer, ReplayShards):
-                batch, weights, indices = buffer.sample(batch_size, device=device, group=group)
+                batch, weights, indices = buffer.sample(rank_batch, device=device, group=group)
             else:
-                batch, weights, indices = buffer.sample(batch_size, device=device)
+                batch, weights, indices = buffer.sample(rank_batch, device=device)
             with contextlib.ExitStack() as weighting:
                 if world > 1:  # this rank's rows over its even share of the global batch: N n_r / B
                     for model in self._models():
-                        weighting.enter_context(model.gradient_weight(len(indices) / batch_size))
+                        weighting.enter_context(model.gradient_weight(len(indices) / rank_batch))
                 stats = dict(self.policy.learn({**batch, "weight": weights}))
             priority = stats.pop("priority", None)
             if priority is not None and len(indices):

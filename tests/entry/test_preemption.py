@@ -18,7 +18,8 @@ import torch
 from ding_dist.comm import get_rank
 from ding_dist.entry import pipeline
 from ding_dist.entry.loops.data_parallel import DataParallelLoop
-from ding_dist.policy.ppo import PPOPolicy
+from ding_dist.policy.ppo import PPOPolicy, minibatch_plan
+from ding_dist.utils.plan import Plan
 from ding_dist.worker import Collector
 from ding_dist.worker.collector import RolloutPreemption
 from tests.entry.test_pipeline import tiny_ppo
@@ -88,11 +89,15 @@ def _policy(batch_size: int, epochs: int = 2) -> PPOPolicy:
 def test_minibatch_plan():
     policy = _policy(batch_size=32)
     assert policy.minibatch_plan(100, None) == (3, 32, None)  # today's plan
-    assert policy.minibatch_plan(100, [100, 100]) == (3, 32, None)  # equal counts: the same, bitwise
-    # 2 ranks, global batch 64: 2 minibatches everywhere; shares 46 and 19 of each global minibatch of 65
-    assert policy.minibatch_plan(100, [100, 40]) == (2, 46, 65)
-    assert policy.minibatch_plan(40, [100, 40]) == (2, 19, 65)
-    assert policy.minibatch_plan(3, [300, 3])[:2] == (3, 1)  # a tiny rollout still has a sample per minibatch
+    assert policy.minibatch_plan(100, [100]) == (3, 32, None)  # one rank's count: the same, bitwise
+    two = Plan(ranks=2, batch=64)  # learn.batch_size 64 over 2 ranks: 32 each
+    assert minibatch_plan(two, 100, [100, 100]) == (3, 32, None)  # equal counts: the same, bitwise
+    # 2 minibatches everywhere; shares 46 and 19 of each global minibatch of 65
+    assert minibatch_plan(two, 100, [100, 40]) == (2, 46, 65)
+    assert minibatch_plan(two, 40, [100, 40]) == (2, 19, 65)
+    assert minibatch_plan(two, 3, [300, 3])[:2] == (3, 1)  # a tiny rollout still has a sample per minibatch
+    with pytest.raises(ValueError, match="3 rank sample counts for a plan over 2 ranks"):
+        minibatch_plan(two, 3, [300, 3, 5])
 
 
 # ---- 2 ranks ----------------------------------------------------------------------------------------

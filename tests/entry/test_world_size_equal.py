@@ -8,7 +8,7 @@ import torch
 from easydict import EasyDict
 
 import ding_dist as dd
-from ding_dist.config.split import split_config
+from ding_dist.config.split import split_plan
 from ding_dist.entry import train
 from ding_dist.policy.impala import IMPALAPolicy
 from ding_dist.policy.ppo import PPOPolicy
@@ -39,7 +39,7 @@ def _rollout(t: int, n_envs: int) -> dict[str, np.ndarray]:
 
 def _first_update(policy_cls: type, adv_norm: bool, batch_size: int = N_SAMPLE) -> tuple[list[int], np.ndarray]:
     """One learn call on this rank's share, as the pipeline splits a global config: its per-rank config comes
-    from ``split_config`` (what ``DataParallelLoop`` calls), its rollout has that config's shape. ``batch_size``
+    from ``split_plan`` (what ``DataParallelLoop`` calls), its rollout has that share's shape. ``batch_size``
     below ``N_SAMPLE``: minibatches of fewer env columns than a rank holds (IMPALA: planned over the global ones)."""
     rank, world = dd.get_rank(), dd.get_world_size()
     cfg = policy_cls.default_config()
@@ -48,16 +48,16 @@ def _first_update(policy_cls: type, adv_norm: bool, batch_size: int = N_SAMPLE) 
     # N_SAMPLE: one minibatch of the whole (global) rollout per epoch, whatever the shuffle
     cfg.learn.update(epoch_per_collect=3, batch_size=batch_size, adv_norm=adv_norm, grad_clip_norm=None)
     cfg.collect.n_sample = N_SAMPLE
-    part = split_config(EasyDict(env=dict(collector_env_num=N_ENVS), policy=cfg), world)
-    envs, steps = part.env.collector_env_num, -(-part.policy.collect.n_sample // part.env.collector_env_num)
+    plan = split_plan(EasyDict(env=dict(collector_env_num=N_ENVS), policy=cfg), world)
+    envs, steps = plan.rank_envs, -(-plan.rank_n_sample // plan.rank_envs)
     whole = _rollout(N_SAMPLE // N_ENVS, N_ENVS)
     cols = slice(rank * envs, (rank + 1) * envs)
     share = {k: v[:, cols] if k != "last_obs" else v[cols] for k, v in whole.items()}
     assert share["reward"].shape == (steps, envs)
     torch.manual_seed(0)
-    policy = policy_cls(part.policy, OBS, ACT)
+    policy = policy_cls(cfg, OBS, ACT)  # the run's totals
     policy.learn(share)
-    return [steps, envs, part.policy.learn.batch_size, policy.train_iter], torch.cat(
+    return [steps, envs, policy.plan.rank_batch, policy.train_iter], torch.cat(
         [p.detach().flatten() for p in policy.model.parameters()]
     ).numpy()
 

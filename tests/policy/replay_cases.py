@@ -1,6 +1,6 @@
 """World-size cases of the actor-critics that learn from their own replay (off-policy PPO, PPG, ACER), run inside
 ``tests/policy/test_actor_critic_ranks.py``'s one launch: 2 ranks, each stepping on its half of the same global
-batches with the per-rank config ``split_config`` gives it, apply the update one process applies to the whole (ACER
+batches of the per-rank share ``split_plan`` gives it, apply the update one process applies to the whole (ACER
 with its trust-region projection active). Not a test module itself (no launch of its own)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 from easydict import EasyDict
 
 import ding_dist as dd
-from ding_dist.config.split import split_config
+from ding_dist.config.split import split_plan
 from ding_dist.policy.acer import ACERPolicy
 from ding_dist.policy.ppg import PPGOffPolicy
 from ding_dist.policy.ppo_offpolicy import PPOOffPolicy
@@ -34,9 +34,11 @@ def _policy(cls: type, **learn) -> tuple[object, int]:
     cfg.device = "cpu"
     cfg.model.hidden_sizes = [8]
     cfg.learn.update(batch_size=BATCH, **learn)
-    part = split_config(EasyDict(env=dict(collector_env_num=2), policy=cfg), world).policy
+    local = split_plan(EasyDict(env=dict(collector_env_num=2), policy=cfg), world).rank_batch
     torch.manual_seed(rank)  # different initial weights: distribute gives every rank rank 0's
-    return cls(part, OBS, DISCRETE), part.learn.batch_size
+    policy = cls(cfg, OBS, DISCRETE)  # the run's totals
+    assert policy.plan.rank_batch == local
+    return policy, local
 
 
 def _mine(whole: dict[str, torch.Tensor], local: int) -> dict[str, torch.Tensor]:

@@ -1,6 +1,6 @@
 """World-size invariance of the actor-critic policies (TD3, DDPG, A2C, PG, PPO-PG; off-policy PPO, PPG and ACER from
 ``replay_cases.py``): 2 ranks, each learning on its share of the same global data with the per-rank config
-``split_config`` gives it, apply the update one process applies to the whole. All policies in one launch."""
+``split_plan`` gives it, apply the update one process applies to the whole. All policies in one launch."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from easydict import EasyDict
 
 import ding_dist as dd
-from ding_dist.config.split import split_config
+from ding_dist.config.split import split_plan
 from ding_dist.policy.a2c import A2CPolicy
 from ding_dist.policy.ddpg import DDPGPolicy
 from ding_dist.policy.pg import PGPolicy
@@ -37,10 +37,10 @@ def _replay_updates(cls: type, updates: int = 4) -> tuple[int, np.ndarray]:
     cfg.device = "cpu"
     cfg.model.update(actor_hidden_sizes=[8], critic_hidden_sizes=[8])
     cfg.learn.update(batch_size=BATCH, target_theta=0.1)
-    part = split_config(EasyDict(env=dict(collector_env_num=2), policy=cfg), world).policy
-    local = part.learn.batch_size
     torch.manual_seed(rank)  # different initial weights and noise seeds: distribute gives every rank rank 0's
-    policy = cls(part, OBS, BOX)
+    policy = cls(cfg, OBS, BOX)  # the run's totals: the policy's plan holds this rank's share
+    local = policy.plan.rank_batch
+    assert local == split_plan(EasyDict(env=dict(collector_env_num=2), policy=cfg), world).rank_batch
     g = torch.Generator().manual_seed(0)
     for _ in range(updates):
         whole = {
@@ -84,10 +84,9 @@ def _rollout_updates(
     cfg.learn.update(learn or {})
     if cls is A2CPolicy:
         cfg.learn.adv_norm = True
-    part = split_config(EasyDict(env=dict(collector_env_num=N_ENVS), policy=cfg), world)
-    envs = part.env.collector_env_num
+    envs = split_plan(EasyDict(env=dict(collector_env_num=N_ENVS), policy=cfg), world).rank_envs
     torch.manual_seed(rank)
-    policy = cls(part.policy, OBS, DISCRETE)
+    policy = cls(cfg, OBS, DISCRETE)
     cols = slice(rank * envs, (rank + 1) * envs)
     whole = None
     for i in range(rollouts):

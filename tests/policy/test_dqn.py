@@ -163,7 +163,7 @@ def test_learner_updates_the_sampled_priorities():
     sample = buf.sample
     buf.sample = lambda *a, **k: seen.setdefault("drawn", sample(*a, **k))
     learner = Learner(policy)
-    learner.train_replay(buf, n_updates=1, batch_size=8)
+    learner.train_replay(buf, n_updates=1, rank_batch=8)
     index = seen["drawn"][2]
     torch.testing.assert_close(seen["batch"]["weight"], seen["drawn"][1])
     np.testing.assert_allclose(buf.tree.leaves(index), (seen["stats"]["priority"].numpy() + buf.eps) ** 0.5)

@@ -46,7 +46,7 @@ def _updates() -> dict[str, np.ndarray]:
         cfg.device = "cpu"
         cfg.model.update(hidden_sizes=[16], head_hidden_sizes=[16], actor_hidden_sizes=[16], critic_hidden_sizes=[16])
         cfg.model.update(num_quantiles=4, quantile_embedding_size=8, action_bins_per_branch=3, head_layer_num=1)
-        cfg.learn.update(batch_size=GLOBAL_BATCH // world, target_update_freq=2, learning_rate_fraction=1e-2)
+        cfg.learn.update(batch_size=GLOBAL_BATCH, target_update_freq=2, learning_rate_fraction=1e-2)
         torch.manual_seed(rank)  # different initial draws: distribute() gives every rank rank 0's parameters
         policy = cls(cfg, OBS, DISCRETE if name in ("fqf", "sqn") else BOX)
         for step in range(3):

@@ -170,22 +170,22 @@ def test_one_update_matches_a_numpy_vtrace_with_ends_truncation_and_clipped_weig
 
 @pytest.mark.parametrize(("config", "updates"), [("pong_impala_config.py", 16), ("cartpole_impala_config.py", 8)])
 def test_updates_per_env_step_are_those_of_one_process_on_1_2_4_and_8_ranks(config, updates):
-    """The minibatch plan ``learn`` makes from its per-rank config (``split_config``) and the world size: the same
+    """The minibatch plan ``learn`` makes from the run's totals over N ranks (``split_plan``): the same
     updates of the same global minibatch on any number of ranks (before: a floor of one column per rank, so 8 ranks
     of pong_impala made 4 updates of 1024 where one process makes 16 of 256)."""
     from pathlib import Path
 
-    from ding_dist.config.split import split_config
+    from ding_dist.config.split import split_plan
     from ding_dist.entry.experiment import load_config
     from ding_dist.policy.impala import column_minibatches
 
     cfg = load_config(Path(__file__).resolve().parents[2] / "configs" / config)
     steps = cfg.policy.collect.n_sample // cfg.env.collector_env_num
     for world in (1, 2, 4, 8):
-        part = split_config(cfg, world)
-        assert part.policy.collect.n_sample // part.env.collector_env_num == steps  # the horizon stays
-        plan = column_minibatches(part.env.collector_env_num * world, steps, part.policy.learn.batch_size * world,
-                                  part.policy.learn.epoch_per_collect, seed=world)  # fmt: skip
+        split = split_plan(cfg, world)
+        assert split.rank_n_sample // split.rank_envs == steps  # the horizon stays
+        epochs = cfg.policy.learn.epoch_per_collect
+        plan = column_minibatches(split.rank_envs * world, steps, split.batch, epochs, seed=world)
         assert len(plan) == updates and {len(mb) * steps for mb in plan} == {cfg.policy.learn.batch_size}, world
-        cover = np.concatenate(plan[: len(plan) // part.policy.learn.epoch_per_collect])
+        cover = np.concatenate(plan[: len(plan) // epochs])
         assert len(set(cover)) == len(cover)  # a pass uses each column at most once

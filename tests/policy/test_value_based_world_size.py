@@ -37,7 +37,7 @@ def _updates() -> dict[str, np.ndarray]:
         cfg = cls.default_config()
         cfg.device = "cpu"
         cfg.model.update(hidden_sizes=[16], actor_hidden_sizes=[16], critic_hidden_sizes=[16])
-        cfg.learn.update(batch_size=GLOBAL_BATCH // world, target_update_freq=2, grad_clip_norm=1.0)
+        cfg.learn.update(batch_size=GLOBAL_BATCH, target_update_freq=2, grad_clip_norm=1.0)  # the run's batch
         torch.manual_seed(rank)  # different initial draws: distribute() gives every rank rank 0's parameters
         policy = cls(cfg, OBS, ACT)
         for step in range(3):

@@ -104,7 +104,7 @@ def test_learner_counts_updates_and_averages_stats():
     for _ in range(10):
         buf.add(np.random.rand(2, 4), [0, 1], [1.0, 1.0], np.random.rand(2, 4), [False, True], [False, False])
     learner = Learner(policy)
-    learner.train_replay(buf, n_updates=5, batch_size=8)
+    learner.train_replay(buf, n_updates=5, rank_batch=8)
     assert policy.train_iter == 5
     stats = learner.pop_stats()
     assert set(stats) == {"train/loss", "train/q_mean"} and learner.pop_stats() == {}

@@ -23,9 +23,10 @@ import time
 from typing import Any
 
 from ding_dist.comm import DeadRankError, get_local_size, health_check, resolve_timeout
+from ding_dist.config.split import split_plan
 from ding_dist.entry.experiment import Experiment
 from ding_dist.entry.factories import build_policy, env_manager
-from ding_dist.entry.roles import RoleGroups, actor_envs, chunk_steps, role_threads
+from ding_dist.entry.roles import RoleGroups, chunk_steps, role_threads
 from ding_dist.entry.services.checkpointing import Checkpointing
 from ding_dist.entry.services.failures import close_workers, stop_name
 from ding_dist.entry.threads import cpu_cores, default_threads
@@ -50,7 +51,8 @@ class ActorLoop:
     def __init__(self, exp: Experiment) -> None:
         self.exp, self.rank, self.world = exp, exp.rank, exp.world
         self.roles = roles = exp.roles
-        cfg = exp.cfg  # an actor's sizes follow from its learner's share (actor_envs, chunk_steps)
+        cfg = exp.cfg  # the run's totals
+        plan = split_plan(cfg, roles.learners, "--learners")  # an actor steps its learner's share of them
         default_threads()
         health_check(exp.health_timeout)  # every rank came up (this also creates the side group of later checks)
         self.groups = RoleGroups.create(roles)  # every rank, same order
@@ -60,7 +62,7 @@ class ActorLoop:
         seeds = exp.seeds(counters.env_steps if state else 0)
         # Each learner takes one chunk per round: an actor steps its learner's share of the training envs for
         # as many steps as one process would, so every env's rollout keeps its length with any number of learners.
-        venv = make_vec_env(cfg.env, actor_envs(cfg.env.collector_env_num, roles.learners), env_manager(cfg),
+        venv = make_vec_env(cfg.env, plan.rank_envs, env_manager(cfg),
                             training=True)  # fmt: skip
         try:
             # Actors never learn: no optimizer, no sync engine; their statistics stay within the actor group.
@@ -84,7 +86,7 @@ class ActorLoop:
         except BaseException:
             close_workers(venv)
             raise
-        self.steps = chunk_steps(cfg.policy.collect.n_sample, cfg.env.collector_env_num)
+        self.steps = chunk_steps(plan.rank_n_sample, plan.rank_envs)  # the learner's horizon
         self.layout = chunk_layout(self.policy, venv.single_observation_space, venv.num_envs, self.steps)
 
     # --- the loop ------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ding_dist.comm import allreduce, comm_device, debug_enabled, health_check
-from ding_dist.config.split import split_config
+from ding_dist.config.split import split_plan
 from ding_dist.entry.experiment import Experiment
 from ding_dist.entry.factories import build_policy, env_manager, make_replay_buffer, replay_capacity
 from ding_dist.entry.services.checkpointing import Checkpointing
@@ -63,7 +63,8 @@ class DataParallelLoop:
 
     def __init__(self, exp: Experiment) -> None:
         self.exp, self.rank, self.world = exp, exp.rank, exp.world
-        self.cfg = cfg = split_config(exp.cfg, exp.world)  # per-rank batch_size, n_sample and collector envs
+        self.cfg = cfg = exp.cfg  # the run's totals; each rank's share of them: self.plan
+        self.plan = split_plan(cfg, exp.world)  # refuses sizes the ranks cannot share before anything starts
         default_threads()
         health_check(exp.health_timeout)  # every rank came up (this also creates the side group of later checks)
         self.ckpt = Checkpointing(exp, rng_slot=(self.rank, self.world), extra={"world_size": self.world})
@@ -73,7 +74,7 @@ class DataParallelLoop:
         manager, venv, eval_venv = env_manager(cfg), None, None
         try:
             # Every env first: an async env manager forks its workers, which must not inherit a CUDA context.
-            venv = make_vec_env(cfg.env, cfg.env.collector_env_num, manager, training=True)
+            venv = make_vec_env(cfg.env, self.plan.rank_envs, manager, training=True)
             eval_venv = (make_vec_env(cfg.env, cfg.env.evaluator_env_num, manager, restarting=True)
                          if self.rank == 0 else None)  # fmt: skip
             self.policy = build_policy(cfg, venv.single_observation_space, venv.single_action_space)
@@ -155,12 +156,12 @@ class DataParallelLoop:
         p = cfg.policy
         self.wall_start = wall_start = time.perf_counter()
         steps_at_start = c.env_steps
-        n_vec = max(1, math.ceil(p.collect.n_sample / self.collector.num_envs))
+        n_vec = max(1, math.ceil(self.plan.rank_n_sample / self.collector.num_envs))
         local_per_iter = n_vec * self.collector.num_envs
         global_per_iter = local_per_iter * self.world
         eval_freq, log_freq, ckpt_freq = p.eval.eval_freq, p.other.log_freq, p.other.checkpoint.freq
         learning_starts = p.learn.get("learning_starts", 0)
-        n_sample_global = p.collect.n_sample * self.world  # split_config divided the global n_sample by N
+        n_sample_global = p.collect.n_sample  # the run's total (each rank: plan.rank_n_sample)
         logger.info(
             "%s: %d rank(s) x %d envs, %d global env steps per iteration, policy on %s, exp dir %s",
             cfg.exp_name,
@@ -218,7 +219,7 @@ class DataParallelLoop:
                     self.buffer.extend(rollout)
                     if c.env_steps >= learning_starts:
                         n_updates = self._updates_due(global_per_iter, n_sample_global)
-                        self.learner.train_replay(self.buffer, n_updates, p.learn.batch_size)
+                        self.learner.train_replay(self.buffer, n_updates, self.plan.rank_batch)
                 if debug and self.policy.train_iter // DEBUG_CHECK_EVERY > iters_before // DEBUG_CHECK_EVERY:
                     consistency_check(self.policy)
 

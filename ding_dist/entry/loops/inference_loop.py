@@ -25,9 +25,10 @@ import time
 from typing import Any
 
 from ding_dist.comm import health_check, resolve_timeout
+from ding_dist.config.split import split_plan
 from ding_dist.entry.experiment import Experiment
 from ding_dist.entry.factories import build_policy
-from ding_dist.entry.roles import RoleGroups, actor_envs
+from ding_dist.entry.roles import RoleGroups
 from ding_dist.entry.services.checkpointing import Checkpointing
 from ding_dist.entry.threads import default_threads
 from ding_dist.envs import make_vec_env
@@ -57,7 +58,7 @@ class InferenceLoop:
         with policy_sync_group(self.groups.server), acting_only():
             self.policy = build_policy(cfg, obs_space, act_space, device=cfg.actor_learner.actor_device)
         self.actors = [self.roles.actor_rank(i) for i in range(self.roles.actors)]
-        rows = actor_envs(cfg.env.collector_env_num, self.roles.learners)  # an actor's envs: its largest request
+        rows = split_plan(cfg, self.roles.learners, "--learners").rank_envs  # an actor's envs: its largest request
         self.server = InferenceServer(self.policy, self.actors, obs_space, rows, self.groups.inference)
 
     def run(self) -> dict[str, Any]:

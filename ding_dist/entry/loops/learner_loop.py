@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from ding_dist.comm import DeadRankError, allreduce, comm_device, debug_enabled, get_local_size, health_check
-from ding_dist.config.split import split_config
+from ding_dist.config.split import split_plan
 from ding_dist.data.replay_shards import ReplayShards
 from ding_dist.entry.experiment import Experiment
 from ding_dist.entry.factories import build_policy, env_manager, make_replay_buffer, replay_capacity
@@ -94,7 +94,8 @@ class LearnerLoop:
     def __init__(self, exp: Experiment) -> None:
         self.exp, self.rank, self.world = exp, exp.rank, exp.world
         self.roles = roles = exp.roles
-        self.cfg = cfg = split_config(exp.cfg, roles.learners, "--learners")  # per-learner batch, n_sample, envs
+        self.cfg = cfg = exp.cfg  # the run's totals; each learner's share of them: self.plan
+        self.plan = split_plan(cfg, roles.learners, "--learners")  # sizes the learners cannot share: refused
         default_threads()
         health_check(exp.health_timeout)  # every rank came up (this also creates the side group of later checks)
         self.groups = RoleGroups.create(roles)  # every rank, same order
@@ -120,8 +121,8 @@ class LearnerLoop:
             self.evaluator = Evaluator(eval_venv, self.policy, cfg.env.n_evaluator_episode, eval_seeds,
                                        cfg.env.stop_value)  # fmt: skip
             self.learner = Learner(self.policy)
-            num_envs = cfg.env.collector_env_num  # each actor's: this learner's share (split_config)
-            self.steps = chunk_steps(cfg.policy.collect.n_sample, num_envs)
+            num_envs = self.plan.rank_envs  # each actor's: this learner's share of the training envs
+            self.steps = chunk_steps(self.plan.rank_n_sample, num_envs)
             self.layout = chunk_layout(self.policy, obs_space, num_envs, self.steps)
             self.actors = roles.actors_of(self.rank)
             if not exp.on_policy:  # the global replay, split over learners and their actors
@@ -186,8 +187,8 @@ class LearnerLoop:
         p = cfg.policy
         self.wall_start = wall_start = time.perf_counter()
         steps_at_start = c.env_steps
-        per_round = self.steps * cfg.env.collector_env_num * self.roles.learners  # global env steps per round
-        n_sample_global = p.collect.n_sample * self.roles.learners
+        per_round = self.steps * self.plan.envs  # global env steps per round (every learner's actors)
+        n_sample_global = p.collect.n_sample  # the run's total
         eval_freq, log_freq, ckpt_freq = p.eval.eval_freq, p.other.log_freq, p.other.checkpoint.freq
         learning_starts = p.learn.get("learning_starts", 0)
         logger.info(
@@ -246,7 +247,7 @@ class LearnerLoop:
                     receiver.release(chunk)
                     if c.env_steps >= learning_starts:
                         n_updates = self._updates_due(per_round, n_sample_global)
-                        self.learner.train_replay(self.buffer, n_updates, p.learn.batch_size)
+                        self.learner.train_replay(self.buffer, n_updates, self.plan.rank_batch)
                 if self.policy.train_iter - published_at >= al.weight_sync_every:  # a new version for the actors
                     version, published_at = version + 1, self.policy.train_iter
                     if publisher is not None:
