@@ -28,7 +28,7 @@ BENCH = REPO / "benchmarks"
 
 def _bench_module(name: str) -> ModuleType:
     """A script of benchmarks/ as a module, without putting benchmarks/ on ``sys.path`` (its scripts import
-    their sibling ``gpu_check_lib`` by name, as they run on the GPU machine: that one is loaded first)."""
+    their siblings ``gpu_check_*`` by name, as they run on the GPU machine: those are loaded first)."""
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
@@ -38,6 +38,9 @@ def _bench_module(name: str) -> ModuleType:
     return module
 
 
+# gpu_check_lib imports its checks' modules, and they gpu_check_common, by name: loaded in that order
+for _name in ("common", "pipelines", "gloo", "nccl", "learner", "images", "sync"):
+    _bench_module(f"gpu_check_{_name}")
 gpu_check_lib = _bench_module("gpu_check_lib")
 gpu_check = _bench_module("gpu_check")
 

@@ -7,7 +7,7 @@ from typing import Any
 import torch.distributed as dist
 
 from .init import on_finalize
-from .link import SINGLE_PROCESS_GROUP, current_link
+from .link import SINGLE_PROCESS_GROUP, current_link, is_non_member, lacks_host_backend, register_host_group
 
 _groups: dict[int, Any] = {}
 on_finalize(_groups.clear)
@@ -39,7 +39,7 @@ def get_group(group_size: int) -> Any:
             rank = link.rank()
             mine = None
             for start in range(0, world_size, group_size):
-                group = dist.new_group(list(range(start, start + group_size)))
+                group = make_group(list(range(start, start + group_size)))
                 if start <= rank < start + group_size:
                     mine = group
             _groups[group_size] = mine
@@ -63,7 +63,24 @@ def new_group(ranks: list[int], backend: str | None = None) -> Any:
         raise ValueError(f"ranks must be distinct ranks of the world of {world_size}, got {ranks}")
     if link.is_fake:
         return SINGLE_PROCESS_GROUP
-    return dist.new_group(ranks, backend=backend)
+    return make_group(ranks, backend)
+
+
+def make_group(ranks: list[int] | None = None, backend: str | None = None) -> Any:
+    """``torch.distributed.new_group(ranks, backend=backend)`` (every rank of the world calls it), and, when the
+    group would move CUDA tensors over gloo with no host backend (``cuda:gloo``), a gloo twin of the same ranks
+    for its host-staged point-to-point (gloo's send/recv read host memory only).
+
+    Example::
+
+        group = make_group([0, 1])  # under DING_DIST_BACKEND=cuda:gloo: isend/irecv of CUDA tensors work on it
+    """
+    group = dist.new_group(ranks, backend=backend)
+    if lacks_host_backend(backend if backend is not None else dist.get_backend_config()):  # the same on every rank
+        host = dist.new_group(ranks, backend="gloo")
+        if not is_non_member(group):
+            register_host_group(group, host)
+    return group
 
 
 def simple_group_split(world_size: int, rank: int, num_groups: int) -> Any:

@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 from .devices import clear_cache as _clear_device_cache
 from .devices import cuda_only, rank_cuda_index
-from .link import current_link
+from .link import clear_host_groups, current_link, lacks_host_backend, register_host_group
 from .settings import (
     FAKE_SETTINGS,
     LaunchSettings,
@@ -145,6 +145,8 @@ def dist_init(
         device = f"cuda:{index}"
     init_method = "env://" if settings.source == "torchrun" else f"tcp://{settings.addr}:{settings.port}"
     _init_with_retries(backend, init_method, settings, timeout_s)
+    if lacks_host_backend(backend):  # cuda:gloo: host-staged point-to-point travels on a gloo twin of the world
+        register_host_group(None, dist.new_group(backend="gloo"))
     set_running_settings(settings)
     logger.info(
         "ding_dist: rank %d of %d (local %d of %d), backend %s, device %s, settings from %s (%s:%d), timeout %gs",
@@ -221,6 +223,7 @@ def dist_finalize() -> None:
         >>> dist_finalize()
     """
     _clear_device_cache()
+    clear_host_groups()
     for callback in _finalizers:
         callback()
     if dist.is_available() and dist.is_initialized():

@@ -229,6 +229,46 @@ def cuda_backend_of(config: str) -> str | None:
     return None
 
 
+def lacks_host_backend(config: str) -> bool:
+    """Whether a backend config moves CUDA tensors over gloo but has no backend for host tensors (``cuda:gloo``):
+    host-staged point-to-point then needs a gloo group of the same ranks (:func:`register_host_group`).
+
+    Example:
+        >>> lacks_host_backend("cuda:gloo"), lacks_host_backend("gloo"), lacks_host_backend("cpu:gloo,cuda:gloo")
+        (True, False, False)
+    """
+    parts = [part.strip().partition(":") for part in str(config).lower().split(",")]
+    return cuda_backend_of(config) == "gloo" and all(sep and device != "cpu" for device, sep, _ in parts)
+
+
+#: The host (gloo) twin of each group whose backend moves CUDA tensors only over gloo; ``None``: the world's.
+_HOST_GROUPS: dict[Any, Any] = {}
+
+
+def register_host_group(group: Any, host: Any) -> None:
+    """Make ``host`` (a gloo group of the same ranks) the group that carries ``group``'s host-staged
+    point-to-point; ``group`` None is the world. :func:`~ding_dist.comm.dist_finalize` forgets them."""
+    _HOST_GROUPS[None if group is None or group is dist.group.WORLD else group] = host
+
+
+def clear_host_groups() -> None:
+    _HOST_GROUPS.clear()
+
+
+def _host_group(group: Any) -> Any:
+    """The group a host copy of a CUDA tensor travels on: ``group`` itself when it has a host backend, else its
+    registered gloo twin (a ``cuda:gloo`` group has none of its own: torch refuses host tensors on it)."""
+    if not lacks_host_backend(dist.get_backend_config(group)):
+        return group
+    key = None if group is None or group is dist.group.WORLD else group
+    if key not in _HOST_GROUPS:
+        raise RuntimeError(
+            "point-to-point of a CUDA tensor over a cuda:gloo group goes through a host copy, and this group has no "
+            "gloo twin for it: make the group with ding_dist.comm.new_group (which adds one), not torch's new_group"
+        )
+    return _HOST_GROUPS[key]
+
+
 def _gloo_moves_cuda(group: Any) -> bool:
     return cuda_backend_of(dist.get_backend_config(group)) == "gloo"  # asked for CUDA tensors only: no cache
 
@@ -238,8 +278,10 @@ def _host_staged_p2p(kind: str, tensor: torch.Tensor, peer: int, group: Any) -> 
 
     gloo's send and recv hand the tensor's address to the TCP transport as host memory (it has CUDA forms
     of its collectives, not of send/recv), so a CUDA tensor is copied to the host first (send) or received
-    into a host buffer and copied to the device in ``wait()`` (recv). The handle's tensor is the caller's.
+    into a host buffer and copied to the device in ``wait()`` (recv). The handle's tensor is the caller's. On a
+    ``cuda:gloo`` group (no host backend) the copy travels on the group's gloo twin (:func:`register_host_group`).
     """
+    group = _host_group(group)
     if kind in ("send", "isend"):
         host = tensor.detach().to("cpu", copy=True)  # the data as of this call (a CUDA tensor is copied anyway)
         if kind == "send":

@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from ding_dist import comm
+from ding_dist.comm.groups import make_group  # a cuda:gloo group gets its gloo twin for point-to-point
 from ding_dist.comm.init import on_finalize  # (issue 12 block: cached subgroups)
 
 
@@ -117,7 +118,7 @@ class MeteredLink:
                 f"a subgroup of ranks {ranks} needs the link's group to be the world (it has {self.world_size} "
                 f"of {comm.get_world_size()} ranks); distribute with group=None"
             )
-        made = dist.new_group(ranks)
+        made = make_group(ranks)
         return made if self.rank in ranks else None
 
     def exchange(self, send: torch.Tensor, recv: torch.Tensor, peer: int) -> comm.CommHandle:
@@ -243,7 +244,7 @@ def strided_link(link: MeteredLink, stride: int) -> MeteredSubLink | None:
     if link.world_size % stride:
         raise ValueError(f"stride {stride} does not divide the world size {link.world_size}")
     if stride not in _strided_groups:
-        _strided_groups[stride] = dist.new_group(list(range(0, link.world_size, stride)))
+        _strided_groups[stride] = make_group(list(range(0, link.world_size, stride)))
     return MeteredSubLink(_strided_groups[stride], link) if link.rank % stride == 0 else None
 
 
@@ -260,7 +261,7 @@ def dedicated_link(link: MeteredLink) -> MeteredSubLink:
     if link.world_size == 1:
         return MeteredSubLink(link.group, link)
     _check_world(link, "a dedicated group for background averaging")
-    return MeteredSubLink(dist.new_group(list(range(link.world_size))), link)
+    return MeteredSubLink(make_group(list(range(link.world_size))), link)
 
 
 class NodeHierarchy:
