@@ -40,8 +40,10 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -347,6 +349,31 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+_CHILDREN: set[subprocess.Popen] = set()  # the training runs now running, stopped with us on SIGTERM
+_CHILDREN_LOCK = threading.Lock()
+
+
+def _run_child(cmd: list[str], log: Any) -> int:
+    """Run one training process (its output into ``log``) and return its exit code; it is stopped if we are."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=_child_env(), stdout=log, stderr=subprocess.STDOUT)
+    with _CHILDREN_LOCK:
+        _CHILDREN.add(proc)
+    try:
+        return proc.wait()
+    finally:
+        with _CHILDREN_LOCK:
+            _CHILDREN.discard(proc)
+
+
+def _stop_children(signum: int, frame: Any) -> None:
+    """SIGTERM (``kill``, a SLURM time limit): stop the runs too, none left writing into the results folder; an
+    unfinished run has no result file, so the next invocation starts it over."""
+    with _CHILDREN_LOCK:
+        for proc in _CHILDREN:
+            proc.terminate()
+    raise SystemExit(128 + signum)
+
+
 def _child_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
     env["OMP_NUM_THREADS"] = "1"
@@ -383,9 +410,9 @@ def run_ours(task: Task, part: dict, folder: Path, log: Any) -> dict:
     cmd = [sys.executable, "-m", "ding_dist.entry.cli", "train", str(config), "--seed", str(task.seed),
            "--exp-dir", str(exp), "--max-env-steps", str(row.budget)]  # fmt: skip
     t0 = time.time()
-    done = subprocess.run(cmd, cwd=ROOT, env=_child_env(), stdout=log, stderr=subprocess.STDOUT)
-    if done.returncode != 0:
-        raise RuntimeError(f"{task.key}: ding-dist train exited {done.returncode} (see {log.name})")
+    code = _run_child(cmd, log)
+    if code != 0:
+        raise RuntimeError(f"{task.key}: ding-dist train exited {code} (see {log.name})")
     curve = []
     for line in (exp / "tb" / "metrics.jsonl").read_text().splitlines():
         rec = json.loads(line)
@@ -411,10 +438,9 @@ def run_sb3(task: Task, folder: Path, log: Any, ref_python: str) -> dict:
                 eval_episodes=row.eval_episodes, max_episode_steps=row.max_episode_steps, t0=time.time())  # fmt: skip
     spec_path, out_path = folder / f"seed{task.seed}.spec.json", folder / f"seed{task.seed}.sb3out.json"
     spec_path.write_text(json.dumps(spec, indent=1))
-    done = subprocess.run([ref_python, str(SB3_RUNNER), str(spec_path), str(out_path)], cwd=ROOT, env=_child_env(),
-                          stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-    if done.returncode != 0:
-        raise RuntimeError(f"{task.key}: the SB3 run exited {done.returncode} (see {log.name})")
+    code = _run_child([ref_python, str(SB3_RUNNER), str(spec_path), str(out_path)], log)
+    if code != 0:
+        raise RuntimeError(f"{task.key}: the SB3 run exited {code} (see {log.name})")
     result = json.loads(out_path.read_text())
     out_path.unlink()
     return result
@@ -704,6 +730,7 @@ def main(argv: list[str] | None = None) -> int:
             _write_atomic(p, json.dumps({"mean_return": random_score(r, r.eval_episodes)}))
     from tqdm import tqdm
 
+    signal.signal(signal.SIGTERM, _stop_children)
     todo = [t for t in tasks if not result_path(args.out, t).exists()]
     print(f"bench_parity: {len(tasks)} runs, {len(tasks) - len(todo)} finished, {len(todo)} to run, "
           f"{args.jobs} at a time; results in {args.out}", flush=True)  # fmt: skip
