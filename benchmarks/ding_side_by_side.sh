@@ -21,7 +21,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$VENV/bin/pip" install -q "numpy<2" "gym==0.25.1" gymnasium DI-treetensor DI-toolkit tensorboardX easydict \
         pyyaml tabulate click cloudpickle hickle "setuptools<=66.1.1" enum-tools einops mpire trueskill requests \
         responses URLObject sniffio "yapf==0.29.0" pynng redis "flask<=2.0.3" "werkzeug<=2.0.3" \
-        "opencv-python-headless<4.11" "ale-py==0.8.1"
+        "opencv-python-headless<4.11" "ale-py==0.8.1" imageio
     "$VENV/bin/pip" install -q --no-deps "mujoco==2.3.3"  # its deps (absl-py, glfw, pyopengl) below, no newer mujoco
     "$VENV/bin/pip" install -q absl-py glfw pyopengl
     ROMS="$(mktemp -d)"
