@@ -8,12 +8,13 @@ import torch
 from easydict import EasyDict
 
 import ding_dist as dd
+from ding_dist.config import read_config
 from ding_dist.config.split import split_plan
 from ding_dist.entry import train
 from ding_dist.policy.impala import IMPALAPolicy
 from ding_dist.policy.ppo import PPOPolicy
 from ding_dist.worker import Collector
-from tests.entry.test_pipeline import tiny_dqn, tiny_ppo
+from tests.entry.test_pipeline import CONFIGS, tiny_dqn, tiny_ppo
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,))
 ACT = gym.spaces.Discrete(3)
@@ -173,3 +174,43 @@ def test_a_run_stopped_by_stop_value_logs_its_last_episodes(tmp_path):
     assert budget["env_steps"] == 256
     assert stopped["episodes"] == budget["episodes"]
     assert stopped["episodes"] > 0
+
+
+def _loop_policy_sizes(tmp_path) -> dict:
+    """What the data-parallel loop's policy sees: the run's totals in its config, this rank's share in its plan, and
+    SQN's exploration schedule at global env step 3000 (before the plan, a rank's policy held its share of
+    ``n_sample``, so the schedule counted N times the updates on N ranks)."""
+    from ding_dist.entry.loops.data_parallel import DataParallelLoop
+
+    seen: dict = {}
+    run = DataParallelLoop.run
+
+    def keeping_run(self):
+        p = self.policy
+        seen.update(n_sample=p.cfg.collect.n_sample, batch=p.cfg.learn.batch_size, rank_batch=p.plan.rank_batch,
+                    rank_n_sample=p.plan.rank_n_sample, envs=self.collector.num_envs,
+                    share=p.policy_share(3000))  # fmt: skip
+        return run(self)
+
+    DataParallelLoop.run = keeping_run
+    try:
+        main, create = read_config(CONFIGS / "cartpole_sqn_config.py")
+        main.env.update(collector_env_num=4, evaluator_env_num=1, n_evaluator_episode=1)
+        main.policy.model.hidden_sizes = [16]
+        main.policy.learn.update(learning_starts=1000, update_per_collect=4, batch_size=32)
+        main.policy.collect.n_sample = 64
+        main.policy.other.eps = {"decay": 2000}
+        main.policy.eval.eval_freq = 0
+        train((main, create), seed=0, exp_dir=tmp_path / f"w{dd.get_world_size()}", max_env_steps=64)
+    finally:
+        DataParallelLoop.run = run
+    return seen
+
+
+def test_the_loop_hands_its_policy_the_run_totals_and_a_plan_of_shares(run_ranks, tmp_path):
+    one = _loop_policy_sizes(tmp_path)
+    two = run_ranks(_loop_policy_sizes, 2, tmp_path)
+    # by hand: updates at env step 3000 = (3000 - 1000) * 4 / 64 = 125; share = 1 / (2000 - 125)
+    assert one == {"n_sample": 64, "batch": 32, "rank_batch": 32, "rank_n_sample": 64, "envs": 4, "share": 1 / 1875}
+    expected = {"n_sample": 64, "batch": 32, "rank_batch": 16, "rank_n_sample": 32, "envs": 2, "share": 1 / 1875}
+    assert two == [expected, expected]
