@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
@@ -34,6 +35,7 @@ BACKEND_ENV = "DING_DIST_BACKEND"  # the backend when dist_init is not given one
 _finalizers: list[Callable[[], None]] = []  # caches tied to the group (e.g. subgroups), cleared on finalize
 
 F = TypeVar("F", bound=Callable[..., Any])
+_exit_hook: list[bool] = []  # whether dist_finalize is registered to run at interpreter exit
 
 
 def on_finalize(callback: Callable[[], None]) -> None:
@@ -148,6 +150,9 @@ def dist_init(
     if lacks_host_backend(backend):  # cuda:gloo: host-staged point-to-point travels on a gloo twin of the world
         register_host_group(None, dist.new_group(backend="gloo"))
     set_running_settings(settings)
+    if not _exit_hook:  # a script that ends without dist_finalize: its threads stop and the group goes before
+        atexit.register(_finalize_at_exit)  # torch's own teardown (a live gloo group there can abort the process)
+        _exit_hook.append(True)
     logger.info(
         "ding_dist: rank %d of %d (local %d of %d), backend %s, device %s, settings from %s (%s:%d), timeout %gs",
         settings.rank,
@@ -214,6 +219,13 @@ def _init_with_retries(backend: str, init_method: str, settings: LaunchSettings,
                 f"within {timeout_s:g} s (settings from {settings.source}; backend {backend}; "
                 f"{attempt + 1} attempt(s)): {exc}"
             ) from exc
+
+
+def _finalize_at_exit() -> None:
+    try:
+        dist_finalize()
+    except Exception as exc:  # noqa: BLE001 - exiting: report, do not replace the exit status
+        logger.warning("ding_dist: destroying the process group at exit failed: %s", exc)
 
 
 def dist_finalize() -> None:
