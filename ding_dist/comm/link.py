@@ -258,15 +258,15 @@ def clear_host_groups() -> None:
 def _host_group(group: Any) -> Any:
     """The group a host copy of a CUDA tensor travels on: ``group`` itself when it has a host backend, else its
     registered gloo twin (a ``cuda:gloo`` group has none of its own: torch refuses host tensors on it)."""
-    if not lacks_host_backend(dist.get_backend_config(group)):
-        return group
     key = None if group is None or group is dist.group.WORLD else group
-    if key not in _HOST_GROUPS:
+    if key in _HOST_GROUPS:
+        return _HOST_GROUPS[key]
+    if lacks_host_backend(dist.get_backend_config(group)):
         raise RuntimeError(
             "point-to-point of a CUDA tensor over a cuda:gloo group goes through a host copy, and this group has no "
             "gloo twin for it: make the group with ding_dist.comm.new_group (which adds one), not torch's new_group"
         )
-    return _HOST_GROUPS[key]
+    return group
 
 
 def _gloo_moves_cuda(group: Any) -> bool:

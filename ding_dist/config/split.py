@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ding_dist.config.errors import raise_all
-from ding_dist.utils.plan import PLAN_KEYS, Plan
+from ding_dist.utils.plan import PLAN_KEYS, Plan, dotted_get
 
 __all__ = ["DDP_SPLIT_KEYS", "SPLIT_KEYS", "split_config", "split_errors", "split_plan", "to_ddp_config"]
 
@@ -46,13 +46,6 @@ SPLIT_KEYS = (*DDP_SPLIT_KEYS, "env.collector_env_num")
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _get(cfg: Mapping, dotted: str) -> Any:
-    node: Any = cfg
-    for key in dotted.split("."):
-        node = node.get(key) if isinstance(node, Mapping) else None
-    return node
 
 
 def _counts(values: Sequence[int], most: int = 12) -> str:
@@ -77,7 +70,7 @@ def split_errors(cfg: Mapping, parts: int, flag: str = "--nproc", keys: Sequence
     """
     errors, sizes = [], []
     for dotted in keys:
-        value = _get(cfg, dotted)
+        value = dotted_get(cfg, dotted)
         if not _is_int(value) or value < 1:
             continue
         sizes.append(value)
@@ -97,7 +90,7 @@ def _divide(cfg: Any, parts: int, keys: Sequence[str], flag: str, why: str, in_p
     raise_all(split_errors(cfg, parts, flag, keys))
     for dotted in keys:
         *parents, leaf = dotted.split(".")
-        node = _get(cfg, ".".join(parents)) if parents else cfg
+        node = dotted_get(cfg, ".".join(parents)) if parents else cfg
         if isinstance(node, Mapping) and _is_int(node.get(leaf)):
             value = node[leaf]
             node[leaf] = value // parts

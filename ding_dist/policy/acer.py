@@ -199,8 +199,9 @@ class ACERPolicy(Policy):
         obs_dtype = torch.uint8 if is_image_space(self.obs_space) else torch.float32  # images stay uint8 in the ring
         self.replay.add({k: chunks(np.asarray(rollout[k]), obs_dtype if "obs" in k else torch.float32) for k in names})
         stats: dict[str, torch.Tensor] = {}
+        rank_batch = self.plan.rank_batch  # this rank's share of learn.batch_size
         for _ in range(int(lc.update_per_collect)):
-            for k, v in self.update(self.replay.sample(self.plan.rank_batch)).items():
+            for k, v in self.update(self.replay.sample(rank_batch)).items():
                 stats[k] = stats[k] + v if k in stats else v
         return {k: v / max(1, int(lc.update_per_collect)) for k, v in stats.items()}
 

@@ -218,9 +218,10 @@ class PPGOffPolicy(PPOOffPolicy):
             for k, v in step.items():
                 stats[k] = stats[k] + v if k in stats else v
 
+        rank_batch = self.plan.rank_batch  # this rank's share of learn.batch_size
         for _ in range(int(lc.update_per_collect)):
-            add(self.policy_step(self.replay.sample(self.plan.rank_batch)))
-            value_batch = self.value_replay.sample(self.plan.rank_batch)
+            add(self.policy_step(self.replay.sample(rank_batch)))
+            value_batch = self.value_replay.sample(rank_batch)
             add(self.value_step(value_batch))
             self.kept.append(value_batch)
             self.train_iter += 1

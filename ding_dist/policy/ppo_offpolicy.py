@@ -154,8 +154,9 @@ class PPOOffPolicy(PPOPolicy):
         self.replay.add({**samples, "value": flat(rollout["value"])})
         stats: dict[str, torch.Tensor] = {}
         n = int(self.cfg.learn.update_per_collect)
+        rank_batch = self.plan.rank_batch  # this rank's share of learn.batch_size
         for _ in range(n):
-            for k, v in self.update(self.replay.sample(self.plan.rank_batch)).items():
+            for k, v in self.update(self.replay.sample(rank_batch)).items():
                 stats[k] = stats[k] + v if k in stats else v
         if self.obs_norm is not None:
             self.obs_norm.sync()

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["Plan"]
+__all__ = ["PLAN_KEYS", "Plan", "dotted_get"]
 
 #: Each size of a plan and where a full config holds it (a policy's own config drops the ``policy.``).
 PLAN_KEYS = {
@@ -29,7 +29,13 @@ PLAN_KEYS = {
 }
 
 
-def _get(cfg: Mapping, dotted: str) -> Any:
+def dotted_get(cfg: Mapping, dotted: str) -> Any:
+    """The value at ``"a.b.c"`` in nested mappings, None where a level is missing.
+
+    Example:
+        >>> dotted_get({"policy": {"learn": {"batch_size": 64}}}, "policy.learn.batch_size")
+        64
+    """
     node: Any = cfg
     for key in dotted.split("."):
         node = node.get(key) if isinstance(node, Mapping) else None
@@ -80,7 +86,7 @@ class Plan:
         full = "policy" in cfg or "env" in cfg
         sizes = {}
         for name, dotted in PLAN_KEYS.items():
-            value = _get(cfg, dotted if full else dotted.removeprefix("policy."))
+            value = dotted_get(cfg, dotted if full else dotted.removeprefix("policy."))
             sizes[name] = value if _is_size(value) else None
         return cls(ranks, **sizes)
 
