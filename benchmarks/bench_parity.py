@@ -351,12 +351,15 @@ def _write_atomic(path: Path, text: str) -> None:
 
 _CHILDREN: set[subprocess.Popen] = set()  # the training runs now running, stopped with us on SIGTERM
 _CHILDREN_LOCK = threading.Lock()
+_STOPPING = threading.Event()  # set on SIGTERM: the runs still queued in the pool start no process
 
 
 def _run_child(cmd: list[str], log: Any) -> int:
     """Run one training process (its output into ``log``) and return its exit code; it is stopped if we are."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=_child_env(), stdout=log, stderr=subprocess.STDOUT)
-    with _CHILDREN_LOCK:
+    with _CHILDREN_LOCK:  # checked and started under the lock the SIGTERM handler takes: none slips in after it
+        if _STOPPING.is_set():
+            raise RuntimeError("stopped (SIGTERM) before this run started")
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=_child_env(), stdout=log, stderr=subprocess.STDOUT)
         _CHILDREN.add(proc)
     try:
         return proc.wait()
@@ -367,7 +370,9 @@ def _run_child(cmd: list[str], log: Any) -> int:
 
 def _stop_children(signum: int, frame: Any) -> None:
     """SIGTERM (``kill``, a SLURM time limit): stop the runs too, none left writing into the results folder; an
-    unfinished run has no result file, so the next invocation starts it over."""
+    unfinished run has no result file, so the next invocation starts it over. The runs still queued start none
+    (the pool's threads finish them at once while the main thread unwinds)."""
+    _STOPPING.set()
     with _CHILDREN_LOCK:
         for proc in _CHILDREN:
             proc.terminate()
@@ -469,6 +474,8 @@ def run_task(task: Task, out: Path, ref_python: str) -> dict:
     path = result_path(out, task)
     if path.exists():
         return json.loads(path.read_text())
+    if _STOPPING.is_set():  # a run still queued at SIGTERM: nothing of it is written
+        raise RuntimeError("stopped (SIGTERM) before this run started")
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".log"), "w") as log:
         if task.lib == "ours":

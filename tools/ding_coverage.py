@@ -17,6 +17,8 @@ Usage::
     python tools/ding_coverage.py                          # config show on every file, JSON + docs tables
     python tools/ding_coverage.py --train --budget-s 600   # also a short training run of every accepted file
     python tools/ding_coverage.py --only 'pong_*' --train  # a subset (the other files keep their last results)
+    python tools/ding_coverage.py --train --missing        # resume: only files without a successful run
+    python tools/ding_coverage.py --train --jobs 2         # two runs at a time (one torch thread each)
     python tools/ding_coverage.py --render                 # only re-render the docs tables from the JSON
 
 DI-engine's files come from ``--dizoo DIR`` (a ``dizoo`` folder), ``$DING_DIZOO``, or DI-engine 0.5.3's wheel,
@@ -26,6 +28,7 @@ downloaded once with ``pip download di-engine==0.5.3 --no-deps`` into ``~/.cache
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import fnmatch
 import io
@@ -35,6 +38,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -132,13 +136,15 @@ def config_show(path: Path) -> dict:
     return entry
 
 
-def train(path: Path, budget: int, timeout: float, workdir: Path, eval_episodes: int = 1) -> dict:
+def train(
+    path: Path, budget: int, timeout: float, workdir: Path, eval_episodes: int = 1, env: dict[str, str] | None = None
+) -> dict:
     """``ding-dist train path --max-env-steps budget`` in a subprocess: env steps, train iters, wall time or error.
 
     ``eval_episodes`` > 0: the evaluations play that many episodes on as many envs (``--set
     env.n_evaluator_episode=K env.evaluator_env_num=K``; a run ends with one, and 8 Atari games take minutes on
-    2 cores); 0: as the file says."""
-    exp = workdir / path.stem
+    2 cores); 0: as the file says. ``env``: the run's environment variables (default: this process's)."""
+    exp = Path(tempfile.mkdtemp(prefix=f"{path.stem}_", dir=workdir)) / "run"  # files of one stem may run at once
     cmd = [sys.executable, "-m", "ding_dist.entry.cli", "train", str(path), "--seed", "0", "--max-env-steps",
            str(budget), "--exp-dir", str(exp)]  # fmt: skip
     if eval_episodes > 0:
@@ -147,7 +153,7 @@ def train(path: Path, budget: int, timeout: float, workdir: Path, eval_episodes:
             cmd.append(f"env.evaluator_batch_size={eval_episodes}")
     start = time.perf_counter()
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir, env=env)
     except subprocess.TimeoutExpired:
         return {"ok": False, "error": f"not done within {timeout:.0f} s", "wall_s": round(timeout)}
     wall = time.perf_counter() - start
@@ -164,24 +170,47 @@ def train(path: Path, budget: int, timeout: float, workdir: Path, eval_episodes:
 
 
 def sweep(args: argparse.Namespace) -> dict:
+    """``config show`` on every file (in this process, one at a time), then the training runs, ``args.jobs`` at a
+    time; the JSON is rewritten (temp file, then rename) after each run, so a stopped sweep loses no result."""
     dizoo = dizoo_dir(args.dizoo)
     old = json.loads(JSON.read_text()) if JSON.is_file() else {"files": {}}
     files = dict(old.get("files", {}))
-    with tempfile.TemporaryDirectory(prefix="ding_coverage_") as tmp:
-        for suite, path in config_files(dizoo):
-            if args.only and not any(fnmatch.fnmatch(path.name, pat) for pat in args.only):
-                continue
-            key = str(path.relative_to(dizoo))
-            entry = {"suite": suite, "family": left_out_family(key), **config_show(path)}
-            previous = files.get(key, {})
-            if args.train and entry["verdict"] == "accepted" and entry["family"] is None:
-                print(f"train {key} ({entry['budget']} env steps) ...", file=sys.stderr, flush=True)
-                entry["run"] = train(path, entry["budget"], args.budget_s, Path(tmp), args.eval_episodes)
-            elif "run" in previous and previous.get("verdict") == entry["verdict"] == "accepted":
-                entry["run"] = previous["run"]
+    todo: list[tuple[str, Path, dict]] = []
+    for suite, path in config_files(dizoo):
+        if args.only and not any(fnmatch.fnmatch(path.name, pat) for pat in args.only):
+            continue
+        key = str(path.relative_to(dizoo))
+        entry = {"suite": suite, "family": left_out_family(key), **config_show(path)}
+        previous = files.get(key, {})
+        kept = args.missing and previous.get("run", {}).get("ok") and previous.get("verdict") == "accepted"
+        if args.train and entry["verdict"] == "accepted" and entry["family"] is None and not kept:
+            todo.append((key, path, entry))
+        elif "run" in previous and previous.get("verdict") == entry["verdict"] == "accepted":
+            entry["run"] = previous["run"]
+        files[key] = entry
+        print(f"{entry['verdict']:<9} {key}  {entry.get('why', '')}{entry.get('run', '')}", file=sys.stderr)
+    lock = threading.Lock()
+    # several runs at a time share the cores: one torch thread each (a lone run keeps the CLI's own choice)
+    env = dict(os.environ, OMP_NUM_THREADS="1") if args.jobs > 1 else None
+
+    def one(task: tuple[str, Path, dict], workdir: Path) -> None:
+        key, path, entry = task
+        entry["run"] = train(path, entry["budget"], args.budget_s, workdir, args.eval_episodes, env)
+        with lock:
             files[key] = entry
-            print(f"{entry['verdict']:<9} {key}  {entry.get('why', '')}{entry.get('run', '')}", file=sys.stderr)
+            atomic_write_text(JSON, _dump(dict(old, files=dict(sorted(files.items())))))
+            print(f"trained {key} ({entry['budget']} env steps): {entry['run']}", file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="ding_coverage_") as tmp, \
+            concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:  # fmt: skip
+        print(f"training {len(todo)} files, {args.jobs} at a time", file=sys.stderr, flush=True)
+        for future in [pool.submit(one, task, Path(tmp)) for task in todo]:
+            future.result()
     return {"di_engine": VERSION, "date": time.strftime("%Y-%m-%d"), "files": dict(sorted(files.items()))}
+
+
+def _dump(data: dict) -> str:
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
 # ------------------------------------------------------------------------------------------------ tables
@@ -253,18 +282,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=600.0, help="time limit of one training run (default 600)")
     ap.add_argument("--eval-episodes", type=int, default=1,
                     help="episodes (and envs) of the runs' evaluations; 0: the file's (default 1)")  # fmt: skip
+    ap.add_argument("--jobs", type=int, default=1, help="training runs at a time (each one torch thread when > 1)")
+    ap.add_argument(
+        "--missing",
+        action="store_true",
+        help="with --train: train only the files without a successful run in the JSON (resume a sweep)",
+    )
     ap.add_argument("--only", nargs="+", help="file-name patterns (the other files keep their last results)")
     ap.add_argument("--render", action="store_true", help="only re-render the docs tables from the JSON")
     args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error(f"--jobs must be >= 1, got {args.jobs}")
     if args.render:
         data = json.loads(JSON.read_text())
     else:
         data = sweep(args)
-        atomic_write_text(JSON, json.dumps(data, indent=1, sort_keys=True) + "\n")
+        atomic_write_text(JSON, _dump(data))
     atomic_write_text(DOCS, render(DOCS.read_text(), data))
     counted = [e for e in data["files"].values() if e["family"] is None]
     print(f"{sum(e['verdict'] == 'accepted' for e in counted)} of {len(counted)} counted files accepted; "
-          f"tables in {DOCS.relative_to(REPO)}")  # fmt: skip
+          f"tables in {DOCS}")  # fmt: skip
     return 0
 
 
