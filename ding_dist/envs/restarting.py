@@ -18,12 +18,15 @@ Example::
 
 from __future__ import annotations
 
+import atexit
 import collections
 import logging
+import multiprocessing.util  # noqa: F401 (its exit hook is registered first, so ours below runs before it)
 import os
 import signal
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,6 +43,21 @@ logger = logging.getLogger(__name__)
 
 #: seconds a crashed async worker gets to exit before it is terminated
 _CLOSE_TIMEOUT_S = 1.0
+
+
+#: the async envs not closed yet: their workers ignore SIGTERM (:class:`InWorker`), so multiprocessing's own exit
+#: hook (terminate, then join) would wait for them forever when an exception skipped ``close``
+_OPEN_ASYNC: weakref.WeakSet[gym.vector.AsyncVectorEnv] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_unclosed_workers() -> None:
+    """At interpreter exit, SIGKILL the workers of every async env still open (runs before multiprocessing's hook)."""
+    for venv in list(_OPEN_ASYNC):
+        for process in getattr(venv, "processes", []):
+            if process.is_alive():
+                process.kill()
+                process.join(_CLOSE_TIMEOUT_S)
 
 
 class EnvCrashError(RuntimeError):
@@ -143,7 +161,9 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
         fns, mode = [self.env_fns[i]], AutoresetMode.SAME_STEP
         if self.manager == "sync":
             return gym.vector.SyncVectorEnv(fns, copy=False, autoreset_mode=mode)
-        return gym.vector.AsyncVectorEnv([InWorker(fns[0])], shared_memory=True, copy=False, autoreset_mode=mode)
+        sub = gym.vector.AsyncVectorEnv([InWorker(fns[0])], shared_memory=True, copy=False, autoreset_mode=mode)
+        _OPEN_ASYNC.add(sub)
+        return sub
 
     # --- restarts ------------------------------------------------------------------------------------
     def _close_sub(self, sub: gym.vector.VectorEnv) -> None:
@@ -152,6 +172,7 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
                 warnings.simplefilter("ignore")
                 if isinstance(sub, gym.vector.AsyncVectorEnv):
                     sub.close(terminate=True)
+                    _OPEN_ASYNC.discard(sub)
                 else:
                     sub.close()
         except Exception:  # a broken env may fail to close: it is dropped either way
@@ -302,5 +323,6 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
         for sub in self.subs:
             if isinstance(sub, gym.vector.AsyncVectorEnv):
                 sub.close(timeout=kwargs.get("timeout"), terminate=kwargs.get("terminate", False))
+                _OPEN_ASYNC.discard(sub)
             else:
                 sub.close()

@@ -1,0 +1,39 @@
+"""A process that exits without closing its async envs (an exception escaped the cleanup) still exits.
+
+The workers ignore SIGTERM (``InWorker``: a signal to the job's process group must not kill the envs under their
+rank), and multiprocessing's own exit hook terminates (SIGTERM) and then joins them: without ding_dist's exit hook,
+which SIGKILLs the workers of every env still open, the interpreter's exit waits for them forever.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import gymnasium as gym
+    from ding_dist.envs.restarting import RestartingVectorEnv
+
+    venv = RestartingVectorEnv([lambda: gym.make("CartPole-v1")] * 2, "async")
+    venv.reset(seed=[0, 1])
+    print(*[p.pid for sub in venv.subs for p in sub.processes], flush=True)
+    sys.exit(3)  # no venv.close()
+    """
+)
+
+
+def test_exit_without_close_kills_the_workers_and_does_not_hang():
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    pids = [int(p) for p in done.stdout.split()]
+    assert len(pids) == 2
+    for pid in pids:  # gone (reaped by the exiting parent), not left running as orphans
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        raise AssertionError(f"worker {pid} still runs after its parent exited")
