@@ -29,7 +29,7 @@ from gymnasium.vector import AutoresetMode
 from ding_dist.envs.atari import EPISODE_STATS_KEY, is_atari_id, register_ale, wrap_atari
 from ding_dist.envs.grouped import GroupedVectorEnv, sample_groups_error
 from ding_dist.envs.minatar import GridChannelsFirst, is_minatar_id, register_minatar
-from ding_dist.envs.restarting import InWorker, RestartingVectorEnv
+from ding_dist.envs.restarting import RestartingVectorEnv, async_in_workers
 from ding_dist.envs.seeding import env_seeds
 
 __all__ = [
@@ -398,8 +398,8 @@ def make_vec_env(
         fns[0] = lambda: first
         return gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
     first.close()
-    workers = [InWorker(fn) for fn in fns]  # a group's Ctrl-C/SIGTERM stops the rank, not its env workers
-    return gym.vector.AsyncVectorEnv(workers, shared_memory=True, autoreset_mode=AutoresetMode.SAME_STEP)
+    # InWorker: a group's Ctrl-C/SIGTERM stops the rank, not its env workers
+    return async_in_workers(fns, shared_memory=True, autoreset_mode=AutoresetMode.SAME_STEP)
 
 
 def reset_one(venv: gym.vector.VectorEnv, i: int, seed: int | None) -> Any | None:

@@ -37,7 +37,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from ding_dist.comm import get_rank
 
-__all__ = ["EnvCrashError", "InWorker", "RestartingVectorEnv", "adopt_spaces", "env_info"]
+__all__ = ["EnvCrashError", "InWorker", "RestartingVectorEnv", "adopt_spaces", "async_in_workers", "env_info"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,16 +45,16 @@ logger = logging.getLogger(__name__)
 _CLOSE_TIMEOUT_S = 1.0
 
 
-#: the async envs not closed yet: their workers ignore SIGTERM (:class:`InWorker`), so multiprocessing's own exit
-#: hook (terminate, then join) would wait for them forever when an exception skipped ``close``
-_OPEN_ASYNC: weakref.WeakSet[gym.vector.AsyncVectorEnv] = weakref.WeakSet()
+#: the async envs of :func:`async_in_workers`: their workers ignore SIGTERM (:class:`InWorker`), so multiprocessing's
+#: own exit hook (terminate, then join) would wait forever for those of an env an exception left unclosed
+_IN_WORKERS: weakref.WeakSet[gym.vector.AsyncVectorEnv] = weakref.WeakSet()
 
 
 @atexit.register
 def _kill_unclosed_workers() -> None:
-    """At interpreter exit, SIGKILL the workers of every async env still open (runs before multiprocessing's hook)."""
-    for venv in list(_OPEN_ASYNC):
-        for process in getattr(venv, "processes", []):
+    """At interpreter exit, SIGKILL the workers still alive (an env not closed; runs before multiprocessing's hook)."""
+    for venv in list(_IN_WORKERS):
+        for process in venv.processes:
             if process.is_alive():
                 process.kill()
                 process.join(_CLOSE_TIMEOUT_S)
@@ -84,6 +84,20 @@ class InWorker:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
                 signal.signal(sig, signal.SIG_IGN)
         return self.fn()
+
+
+def async_in_workers(env_fns: Sequence[Callable[[], gym.Env]], **kwargs: Any) -> gym.vector.AsyncVectorEnv:
+    """An ``AsyncVectorEnv`` of ``env_fns`` whose workers are :class:`InWorker`; one left unclosed when the
+    interpreter exits has its workers killed, so the exit does not wait for them. ``kwargs`` go to AsyncVectorEnv.
+
+    Example::
+
+        venv = async_in_workers([lambda: gym.make("CartPole-v1")] * 2, shared_memory=True)
+        venv.close()
+    """
+    venv = gym.vector.AsyncVectorEnv([InWorker(fn) for fn in env_fns], **kwargs)
+    _IN_WORKERS.add(venv)
+    return venv
 
 
 def env_info(info: dict, j: int = 0) -> dict:
@@ -161,9 +175,7 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
         fns, mode = [self.env_fns[i]], AutoresetMode.SAME_STEP
         if self.manager == "sync":
             return gym.vector.SyncVectorEnv(fns, copy=False, autoreset_mode=mode)
-        sub = gym.vector.AsyncVectorEnv([InWorker(fns[0])], shared_memory=True, copy=False, autoreset_mode=mode)
-        _OPEN_ASYNC.add(sub)
-        return sub
+        return async_in_workers(fns, shared_memory=True, copy=False, autoreset_mode=mode)
 
     # --- restarts ------------------------------------------------------------------------------------
     def _close_sub(self, sub: gym.vector.VectorEnv) -> None:
@@ -172,7 +184,6 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
                 warnings.simplefilter("ignore")
                 if isinstance(sub, gym.vector.AsyncVectorEnv):
                     sub.close(terminate=True)
-                    _OPEN_ASYNC.discard(sub)
                 else:
                     sub.close()
         except Exception:  # a broken env may fail to close: it is dropped either way
@@ -323,6 +334,5 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
         for sub in self.subs:
             if isinstance(sub, gym.vector.AsyncVectorEnv):
                 sub.close(timeout=kwargs.get("timeout"), terminate=kwargs.get("terminate", False))
-                _OPEN_ASYNC.discard(sub)
             else:
                 sub.close()

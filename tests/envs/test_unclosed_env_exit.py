@@ -12,22 +12,31 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import sys
     import gymnasium as gym
-    from ding_dist.envs.restarting import RestartingVectorEnv
+    from ding_dist.envs.restarting import RestartingVectorEnv, async_in_workers
 
-    venv = RestartingVectorEnv([lambda: gym.make("CartPole-v1")] * 2, "async")
+    fns = [lambda: gym.make("CartPole-v1")] * 2
+    if sys.argv[1] == "restarting":  # the guarded envs: one one-env async vector env per env
+        venv = RestartingVectorEnv(fns, "async")
+        processes = [p for sub in venv.subs for p in sub.processes]
+    else:  # the plain async envs (env.max_restarts=0)
+        venv = async_in_workers(fns)
+        processes = venv.processes
     venv.reset(seed=[0, 1])
-    print(*[p.pid for sub in venv.subs for p in sub.processes], flush=True)
+    print(*[p.pid for p in processes], flush=True)
     sys.exit(3)  # no venv.close()
     """
 )
 
 
-def test_exit_without_close_kills_the_workers_and_does_not_hang():
-    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60)
+@pytest.mark.parametrize("kind", ["restarting", "plain"])
+def test_exit_without_close_kills_the_workers_and_does_not_hang(kind):
+    done = subprocess.run([sys.executable, "-c", SCRIPT, kind], capture_output=True, text=True, timeout=60)
     assert done.returncode == 3, done.stderr
     pids = [int(p) for p in done.stdout.split()]
     assert len(pids) == 2
