@@ -184,8 +184,9 @@ def sweep(args: argparse.Namespace) -> dict:
         previous = files.get(key, {})
         kept = args.missing and previous.get("run", {}).get("ok") and previous.get("verdict") == "accepted"
         if args.train and entry["verdict"] == "accepted" and entry["family"] is None and not kept:
-            todo.append((key, path, entry))
-        elif "run" in previous and previous.get("verdict") == entry["verdict"] == "accepted":
+            todo.append((key, path, entry))  # its entry (and last run) stays as it was until this run's lands
+            continue
+        if "run" in previous and previous.get("verdict") == entry["verdict"] == "accepted":
             entry["run"] = previous["run"]
         files[key] = entry
         print(f"{entry['verdict']:<9} {key}  {entry.get('why', '')}{entry.get('run', '')}", file=sys.stderr)
