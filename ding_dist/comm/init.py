@@ -221,11 +221,19 @@ def _init_with_retries(backend: str, init_method: str, settings: LaunchSettings,
             ) from exc
 
 
+#: seconds the exiting interpreter lets go of the GIL after the group is gone (see ``_finalize_at_exit``)
+_EXIT_GIL_GAP_S = 0.05
+
+
 def _finalize_at_exit() -> None:
     try:
         dist_finalize()
     except Exception as exc:  # noqa: BLE001 - exiting: report, do not replace the exit status
         logger.warning("ding_dist: destroying the process group at exit failed: %s", exc)
+    # A gloo worker thread that frees a finished work frees its tensors, and that takes the GIL. Should it get the
+    # GIL only once Python's finalization has begun, Python ends that thread and the process aborts ('terminate
+    # called without an active exception'). A short sleep here lets such a thread finish first.
+    time.sleep(_EXIT_GIL_GAP_S)
 
 
 def dist_finalize() -> None:

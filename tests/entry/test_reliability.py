@@ -108,8 +108,16 @@ class _Job:
             if self.proc.poll() is not None:
                 raise AssertionError(f"job ended (code {self.proc.returncode}) too early:\n{self.output()[-3000:]}")
             if time.monotonic() > end:
-                raise AssertionError(f"timed out waiting:\n{self.output()[-3000:]}")
+                self.dump_stacks()
+                raise AssertionError(f"timed out waiting:\n{self.output()[-6000:]}")
             time.sleep(0.02)
+
+    def dump_stacks(self) -> None:
+        """Every rank prints its threads' stacks into the job's output (``kill -USR2``: faulthandler)."""
+        for pid in self.leftovers():
+            if _parent(pid) == self.proc.pid:
+                os.kill(pid, signal.SIGUSR2)
+        time.sleep(2.0)
 
     def rank_pid(self, rank: int, world: int = 2) -> int:
         """The launcher starts (forks or execs) local ranks 0, 1, ... in order: its children by start time."""
@@ -318,7 +326,7 @@ def test_sigterm_stops_every_process_and_keeps_a_loadable_checkpoint(tmp_path):
     )
     exp = tmp_path / "exp"
     job = _Job(tmp_path, cfg, "--nproc", "2", "--max-env-steps", "400000", "--exp-dir", exp, "--set", *FAST)
-    job.wait_for(lambda: len(_ckpt_steps(exp)) >= 2)
+    job.wait_for(lambda: len(_ckpt_steps(exp)) >= 2, timeout=240)  # ~5 s alone; a loaded CI run once went past 90 s
     assert len(job.leftovers()) >= 1 + 2 * (1 + 2) + 2  # launcher, 2 ranks with 2 env workers each, evaluator
     seen = _ckpt_steps(exp)[-1]
     job.proc.send_signal(signal.SIGTERM)
@@ -338,6 +346,19 @@ def test_sigterm_stops_every_process_and_keeps_a_loadable_checkpoint(tmp_path):
     assert "SIGTERM: stopping after this iteration with a checkpoint" in job.output()
     (step,) = re.findall(r"stopped by SIGTERM at env step (\d+), checkpointed", job.output())
     assert _ckpt_steps(exp)[-1] == int(step) > seen, (_ckpt_steps(exp), seen)
+
+
+def test_sigusr2_prints_every_thread_stack_and_the_run_goes_on(tmp_path):
+    exp = tmp_path / "exp"
+    job = _Job(tmp_path, DQN_CONFIG, "--max-env-steps", "400000", "--exp-dir", exp, "--set", *FAST)
+    job.wait_for(lambda: _ckpt_steps(exp))
+    job.proc.send_signal(signal.SIGUSR2)  # one process: the job is the rank
+    job.wait_for(lambda: "most recent call first" in job.output(), timeout=30)
+    seen = _ckpt_steps(exp)[-1]
+    job.wait_for(lambda: _ckpt_steps(exp)[-1] > seen)  # still training
+    assert re.search(r'File ".*ding_dist/entry/loops/data_parallel\.py", line \d+ in run', job.output())
+    job.proc.send_signal(signal.SIGTERM)
+    assert job.wait(60) == 143, job.output()[-3000:]
 
 
 FAKE_SCONTROL = """#!/bin/sh

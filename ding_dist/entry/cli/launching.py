@@ -10,7 +10,9 @@ Example:
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -95,6 +97,7 @@ def run_rank(args: argparse.Namespace, cfg: Any) -> int:
     from ding_dist.entry.cli.agent import die_with_agent
 
     die_with_agent()  # under torchrun: a killed agent leaves no orphan (this rank stops as if preempted)
+    faulthandler.register(signal.SIGUSR2, all_threads=True)  # a stuck run: `kill -USR2 PID` prints where it is
     was_debug = debug_enabled()
     if args.debug:
         set_debug(True)
