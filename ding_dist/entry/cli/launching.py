@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import logging
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +28,8 @@ from ding_dist.entry.cli.errors import (
     PROG,
 )
 from ding_dist.utils.fileio import shown_path
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["DEBUG_ENV", "STOP_CODES", "TIMEOUT_ENV", "child_argv", "env_set", "print_rank0", "restart_env",
            "run_rank", "run_recorded_rank", "train_summary"]  # fmt: skip
@@ -90,6 +94,15 @@ def restart_env(max_restarts: int) -> dict[str, str]:
 STOP_CODES = {"SIGINT": EXIT_SIGINT, "SIGTERM": EXIT_SIGTERM, "SIGUSR1": EXIT_SIGUSR1}  # 128 + the signal
 
 
+def _stacks_on_sigusr2() -> None:
+    """A run that seems stuck: ``kill -USR2 PID`` prints every thread's stack to this process's stderr (fd 2)."""
+    stream = sys.__stderr__
+    try:
+        faulthandler.register(signal.SIGUSR2, file=stream, all_threads=True)
+    except (AttributeError, OSError, ValueError):  # no stderr with a file descriptor (an embedding host): skip
+        logger.debug("no stderr file descriptor: kill -USR2 prints no stacks")
+
+
 def run_rank(args: argparse.Namespace, cfg: Any) -> int:
     """This process's rank of the job (a world of one without a launcher), on the config compiled once."""
     from ding_dist.comm import DistContext, debug_enabled, set_debug
@@ -97,7 +110,7 @@ def run_rank(args: argparse.Namespace, cfg: Any) -> int:
     from ding_dist.entry.cli.agent import die_with_agent
 
     die_with_agent()  # under torchrun: a killed agent leaves no orphan (this rank stops as if preempted)
-    faulthandler.register(signal.SIGUSR2, all_threads=True)  # a stuck run: `kill -USR2 PID` prints where it is
+    _stacks_on_sigusr2()
     was_debug = debug_enabled()
     if args.debug:
         set_debug(True)
