@@ -111,7 +111,6 @@ class AsyncState:
         "error",
         "rounds",
         "want",
-        "works",
         "__weakref__",
     )
 
@@ -135,7 +134,6 @@ class AsyncState:
         self.error: BaseException | None = None
         self.rounds = 0
         self.want = False  # a round waits for the weight lock (the training thread lets it go first)
-        self.works: list[Any] = []  # the last round's handles (see ``_round``)
 
     @property
     def local_gradients(self) -> bool:
@@ -218,11 +216,6 @@ def _round(
     works = [link.allreduce(m) for m in messages]
     for w in works:
         w.wait()
-    # Keep the handles until the next round: gloo's worker thread drops its reference to a work just after
-    # completing it, and whoever drops the last one frees the work's tensors, which takes the GIL. Were it
-    # the worker, after the last round of a process that is exiting, Python's finalization would end that
-    # thread with the GIL and the process would abort ('terminate called without an active exception').
-    state.works = works
     everyone = round(flag.item()) >= link.world_size
     with state.lock:
         for f in flats:
