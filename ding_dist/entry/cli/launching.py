@@ -96,10 +96,9 @@ STOP_CODES = {"SIGINT": EXIT_SIGINT, "SIGTERM": EXIT_SIGTERM, "SIGUSR1": EXIT_SI
 
 def _stacks_on_sigusr2() -> None:
     """A run that seems stuck: ``kill -USR2 PID`` prints every thread's stack to this process's stderr (fd 2)."""
-    stream = sys.__stderr__
     try:
-        faulthandler.register(signal.SIGUSR2, file=stream, all_threads=True)
-    except (AttributeError, OSError, ValueError):  # no stderr with a file descriptor (an embedding host): skip
+        faulthandler.register(signal.SIGUSR2, file=sys.__stderr__, all_threads=True)
+    except (OSError, RuntimeError, ValueError):  # no stderr with a file descriptor (an embedding host): skip
         logger.debug("no stderr file descriptor: kill -USR2 prints no stacks")
 
 
