@@ -29,6 +29,12 @@ SLOW_NO_CKPT = [s for s in FAST if "checkpoint.freq" not in s and "update_per_co
 SLOW_NO_CKPT += ["policy.other.checkpoint.freq=0", "env.stop_value=1e9", "policy.learn.update_per_collect=100"]
 
 
+def _sigint_as_from_a_terminal() -> None:
+    """The child starts with SIGINT's default action, as under a terminal: a suite started in the background of a
+    non-interactive shell hands its children SIGINT ignored, and Python then leaves it so (no KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _signal_every_process(job: _Job, sig: int) -> int:
     """``sig`` to every process of the job, as SLURM (``scancel``, ``--signal``), a container stop or a terminal's
     Ctrl-C deliver it: the ranks and env workers, then the launcher (which forwards it to the ranks once more, a few
@@ -104,7 +110,8 @@ def test_ctrl_c_during_start_up_is_one_line_and_exit_130(tmp_path, after):
     cmd = [sys.executable, "-m", "ding_dist.entry.cli", "train", str(DQN_CONFIG), "--exp-dir", str(tmp_path / "exp")]
     log = tmp_path / "out.txt"
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_sigint_as_from_a_terminal)  # fmt: skip
         end = time.monotonic() + 60
         while after != "start" and "rank 0 of 1" not in log.read_text() and time.monotonic() < end:
             time.sleep(0.01)
