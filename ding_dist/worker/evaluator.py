@@ -114,6 +114,8 @@ class Evaluator:
                     returns.append(float(ep_return[i]))
                     lengths.append(int(ep_length[i]))
                     done_count[i] += 1
+                    if done_count[i] == quota[i]:  # its last one: the next evaluation starts its next episode
+                        self._started[i] += 1
                 ep_return[i], ep_length[i] = 0.0, 0
             if seeded and ended.any():
                 obs = self._restart_episodes(obs, ended & (done_count < quota), advance=True)

@@ -78,18 +78,23 @@ def test_evaluator_runs_exactly_the_requested_episodes():
     result = ev.evaluate()
     # 7 episodes over 3 envs: 3 on env 0, 2 on envs 1 and 2, each episode from its own seed. A CartPole return is
     # the episode's length; the envs step together, so episodes come in the order they end (env order in a tie).
-    ends = []
-    for i, n in enumerate([3, 2, 2]):
-        returns = _fixed_policy_returns(seeds[i], n)
-        ends += [(end, i, r) for end, r in zip(np.cumsum(returns), returns)]
-    expected = [r for _, _, r in sorted(ends)]
-    assert result["returns"] == expected and result["lengths"] == [int(r) for r in expected]
-    assert result["mean_return"] == pytest.approx(np.mean(expected))
+    # The second evaluation goes on with each env's next episodes (3-5 on env 0, 2-3 on envs 1 and 2).
+    expected = []
+    for evaluation in range(2):
+        ends = []
+        for i, n in enumerate([3, 2, 2]):
+            returns = _fixed_policy_returns(seeds[i], 2 * n)[evaluation * n : (evaluation + 1) * n]
+            ends += [(end, i, r) for end, r in zip(np.cumsum(returns), returns)]
+        expected.append([r for _, _, r in sorted(ends)])
+    assert expected[0] != expected[1]  # the fixed policy's returns differ between those seeds
+    assert result["returns"] == expected[0] and result["lengths"] == [int(r) for r in expected[0]]
+    assert result["mean_return"] == pytest.approx(np.mean(expected[0]))
     # fake link: evaluate_and_share is evaluate plus a no-op broadcast (the twin evaluates the same episodes)
     assert twin.evaluate() == result
     mean, stop = ev.evaluate_and_share()
-    second = twin.evaluate()["mean_return"]
-    assert mean == second and stop is (second >= 5)
+    second = twin.evaluate()
+    assert second["returns"] == expected[1]
+    assert mean == second["mean_return"] == pytest.approx(np.mean(expected[1])) and stop is (mean >= 5)
     ev.close()
     twin.close()
     with pytest.raises(RuntimeError, match="no env"):
