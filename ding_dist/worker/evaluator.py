@@ -100,7 +100,7 @@ class Evaluator:
         while (done_count < quota).any():
             if seeded and restarted.any():  # crashed (also in a reset): the same episode again, from its seed
                 reruns += int(restarted.sum())
-                obs = self._restart_episodes(obs, restarted, advance=False)
+                obs = self._restart_episodes(obs, restarted)
             obs, reward, terminated, truncated, info = self.venv.step(self.policy.eval_action(obs))
             restarted = self._restarted(info, n)
             if reset_state is not None:
@@ -114,11 +114,10 @@ class Evaluator:
                     returns.append(float(ep_return[i]))
                     lengths.append(int(ep_length[i]))
                     done_count[i] += 1
-                    if done_count[i] == quota[i]:  # its last one: the next evaluation starts its next episode
-                        self._started[i] += 1
+                    self._started[i] += 1  # its next episode, in this evaluation or the next one
                 ep_return[i], ep_length[i] = 0.0, 0
             if seeded and ended.any():
-                obs = self._restart_episodes(obs, ended & (done_count < quota), advance=True)
+                obs = self._restart_episodes(obs, ended & (done_count < quota))
         self.restarts = int(getattr(self.venv, "restarts", 0))
         if reruns:
             logger.warning("evaluation: %d episode(s) cut short by an env crash were run again from their start "
@@ -138,10 +137,9 @@ class Evaluator:
     def _restarted(info: dict, n: int) -> np.ndarray:
         return np.asarray(info.get("_env_restart", np.zeros(n, dtype=bool)), dtype=bool)
 
-    def _restart_episodes(self, obs: Any, envs: np.ndarray, advance: bool) -> Any:
-        """Reset each env of ``envs`` from the seed of its next episode (``advance``) or of its current one."""
+    def _restart_episodes(self, obs: Any, envs: np.ndarray) -> Any:
+        """Reset each env of ``envs`` from the seed of the episode it runs now."""
         for i in np.flatnonzero(envs):
-            self._started[i] += int(advance)
             _put_row(obs, i, reset_one(self.venv, int(i), self._episode_seed(i)))
         return obs
 
