@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 import gymnasium as gym
@@ -27,14 +28,6 @@ import bench_parity  # noqa: E402
 import parity_sb3  # noqa: E402
 
 
-def _merged(base: dict, extra: dict) -> None:
-    for k, v in extra.items():
-        if isinstance(v, dict) and isinstance(base.get(k), dict):
-            _merged(base[k], v)
-        else:
-            base[k] = v
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--row", default="freeway_dqn", help="a DQN row of bench_parity.py")
@@ -44,17 +37,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.row not in rows or rows[args.row].algo != "dqn" or rows[args.row].ref_lib != "sb3":
         raise SystemExit(f"parity_update_check.py: --row must be a DQN row beside SB3, got {args.row!r}")
     import stable_baselines3 as sb3
-    from easydict import EasyDict
     from stable_baselines3.common.logger import configure
     from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
+    from ding_dist.entry.experiment import load_config
     from ding_dist.policy.dqn import DQNPolicy
 
     torch.set_num_threads(1)
     row = rows[args.row]
     obs_space, act_space = gym.spaces.Box(0, 1, (7, 10, 10), np.uint8), gym.spaces.Discrete(6)
-    cfg = DQNPolicy.default_config()
-    _merged(cfg, EasyDict(row.ours["policy"]))
+    with tempfile.TemporaryDirectory() as tmp:  # the row's policy config as its runs compile it
+        config = Path(tmp) / f"{args.row}.config.py"
+        config.write_text(bench_parity.ours_config_text(row, row.ours, 1))
+        cfg = load_config(str(config)).policy
     torch.manual_seed(0)
     ours = DQNPolicy(cfg, obs_space, act_space)
 
