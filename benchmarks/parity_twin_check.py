@@ -17,7 +17,8 @@ Two alignments, both outside the learning rule: SB3 acts uniformly at random unt
 ding_dist acts epsilon-greedily from step 0 (SB3 runs epsilon-greedy here too), and SB3 trains from the first
 collect after ``learning_starts`` where ding_dist trains at it (SB3 gets ``learning_starts - train_freq``). With
 the same draws the two runs must then end with bit-identical parameters; a difference anywhere in either loop
-shows as a parameter difference and the first update whose batch differs. Run (SB3 from the ``bench`` extra)::
+shows as a parameter difference (and the first update drawn from a replay of another size, where there is one).
+Run (SB3 from the ``bench`` extra)::
 
     python benchmarks/parity_twin_check.py --row freeway_dqn --steps 20000
 """
@@ -56,7 +57,7 @@ class Draws:
         self.n_actions, self.eps = n_actions, eps
         self.step = 0
         self.update = 0
-        self.batches: list[np.ndarray] = []  # age ranks handed out, per update (to locate a divergence)
+        self.sizes: list[int] = []  # replay size at each update: with the update's index it fixes the age ranks
 
     def explore(self) -> tuple[float, int]:
         t, self.step = self.step, self.step + 1
@@ -70,7 +71,7 @@ class Draws:
     def ranks(self, rows: int, batch: int) -> np.ndarray:
         k, self.update = self.update, self.update + 1
         out = np.random.default_rng([STREAM, 1, k]).integers(0, rows, size=batch)
-        self.batches.append(out)
+        self.sizes.append(rows)
         return out
 
 
@@ -230,15 +231,15 @@ def main(argv: list[str] | None = None) -> int:
         evals = evaluate_both(policy, model, row, config, overrides, args.seed, args.eval_episodes)
     diffs = [(a - b).abs().max().item() for a, b in zip(final.values(), model.q_net.parameters(), strict=True)]
     moved = max((a - b).abs().max().item() for a, b in zip(final.values(), init.values(), strict=True))
-    pairs = enumerate(zip(ours_draws.batches, ref_draws.batches))
-    first = next((k for k, (a, b) in pairs if not np.array_equal(a, b)), None)
+    pairs = enumerate(zip(ours_draws.sizes, ref_draws.sizes))
+    first = next((k for k, (a, b) in pairs if a != b), None)
     print(f"{args.row}: {args.steps} env steps each, replay {args.buffer}, epsilon decay {args.eps_decay}")
     print(f"ding_dist: {result['train_iters']} updates, {ours_draws.step} exploration draws")
     print(f"SB3:       {model._n_updates} updates, {ref_draws.step} exploration draws")
     print(f"largest parameter change from the initial weights: {moved:.4g}")
     print(f"max |parameter difference| ding_dist vs SB3: {max(diffs):.4g}")
     if first is not None:
-        print(f"the sampled age ranks first differ at update {first + 1}")
+        print(f"the replay sizes first differ at update {first + 1}")
     for lib, returns in zip(("ding_dist's Evaluator", "SB3's evaluate_policy"), evals, strict=True):
         sem = np.std(returns, ddof=1) / np.sqrt(len(returns)) if len(returns) > 1 else float("nan")
         print(f"the trained network by {lib}: {np.mean(returns):.2f} +- {sem:.2f} (s.e.m., {len(returns)} episodes)")
