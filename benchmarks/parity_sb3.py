@@ -62,6 +62,17 @@ def _minatar_cnn():
     return MinAtarCNN
 
 
+def policy_kwargs(spec: dict) -> dict:
+    """SB3's ``policy_kwargs`` for a spec (or a row's ``ref``): its own, the activation named in it resolved to the
+    ``torch.nn`` class, and the MinAtar paper's conv net as features extractor where ``minatar_cnn`` asks for it."""
+    out = dict(spec.get("policy_kwargs", {}))
+    if "activation_fn" in out:
+        out["activation_fn"] = getattr(nn, out["activation_fn"])
+    if spec.get("minatar_cnn"):
+        out.update(features_extractor_class=_minatar_cnn(), features_extractor_kwargs={"features_dim": 128})
+    return out
+
+
 def main() -> None:
     spec = json.loads(open(sys.argv[1]).read())
     torch.set_num_threads(1)
@@ -80,16 +91,11 @@ def main() -> None:
     eval_env.seed(int(spec["seed"]) + 10_000)
 
     kwargs = dict(spec["kwargs"])
-    policy_kwargs = dict(spec.get("policy_kwargs", {}))
-    if "activation_fn" in policy_kwargs:
-        policy_kwargs["activation_fn"] = getattr(nn, policy_kwargs["activation_fn"])
-    if spec.get("minatar_cnn"):
-        policy_kwargs.update(features_extractor_class=_minatar_cnn(), features_extractor_kwargs={"features_dim": 128})
     if "noise_std" in kwargs:  # TD3's Gaussian exploration noise, as rl-zoo's noise_type: normal
         n = venv.action_space.shape[0]
         kwargs["action_noise"] = NormalActionNoise(np.zeros(n), kwargs.pop("noise_std") * np.ones(n))
     algo = {"ppo": sb3.PPO, "dqn": sb3.DQN, "sac": sb3.SAC, "td3": sb3.TD3}[spec["algo"]]
-    model = algo("MlpPolicy", venv, seed=int(spec["seed"]), device="cpu", policy_kwargs=policy_kwargs, **kwargs)
+    model = algo("MlpPolicy", venv, seed=int(spec["seed"]), device="cpu", policy_kwargs=policy_kwargs(spec), **kwargs)
 
     curve: list[list[float]] = []
     every, episodes, t0 = int(spec["eval_every"]), int(spec["eval_episodes"]), float(spec["t0"])

@@ -37,6 +37,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # both sides on one thread, the p
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from ding_dist.policy.exploration import epsilon_schedule  # noqa: E402
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_parity  # noqa: E402
@@ -44,10 +46,6 @@ import parity_sb3  # noqa: E402
 
 STREAM = 20261205  # the shared stream's seed
 MARGIN = 5e-4
-
-
-def _linear(start: float, end: float, decay: int, t: int) -> float:
-    return start + min(1.0, t / max(1, decay)) * (end - start)
 
 
 class Draws:
@@ -62,7 +60,7 @@ class Draws:
     def explore(self) -> tuple[float, int]:
         t, self.step = self.step, self.step + 1
         g = np.random.default_rng([STREAM, 0, t])
-        ref = _linear(self.eps["start"], self.eps["end"], self.eps["decay"], t)
+        ref = epsilon_schedule(self.eps["type"], self.eps["start"], self.eps["end"], self.eps["decay"], t)
         u = g.random()
         while abs(u - ref) < MARGIN:
             u = g.random()
@@ -124,10 +122,7 @@ def run_sb3(row, spec_kwargs: dict, env_seed: int, steps: int, init: dict, draws
 
     make = parity_sb3._make(row.env, row.max_episode_steps)
     venv = DummyVecEnv([make])
-    policy_kwargs = dict(row.ref.get("policy_kwargs", {}))
-    policy_kwargs.update(
-        features_extractor_class=parity_sb3._minatar_cnn(), features_extractor_kwargs={"features_dim": 128}
-    )
+    policy_kwargs = parity_sb3.policy_kwargs(row.ref)
     model = sb3.DQN("MlpPolicy", venv, seed=0, device="cpu", policy_kwargs=policy_kwargs, **spec_kwargs)
     with torch.no_grad():
         for net in (model.q_net, model.q_net_target):

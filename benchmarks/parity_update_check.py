@@ -56,13 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     class Spaces(gym.Env):
         observation_space, action_space = obs_space, act_space
 
-    ref = row.ref
-    policy_kwargs = dict(ref.get("policy_kwargs", {}))
-    if ref.get("minatar_cnn"):
-        policy_kwargs.update(
-            features_extractor_class=parity_sb3._minatar_cnn(), features_extractor_kwargs={"features_dim": 128}
-        )
-    theirs = sb3.DQN("MlpPolicy", Spaces(), seed=0, device="cpu", policy_kwargs=policy_kwargs, **ref["kwargs"])
+    theirs = sb3.DQN("MlpPolicy", Spaces(), seed=0, device="cpu", policy_kwargs=parity_sb3.policy_kwargs(row.ref),
+                     **row.ref["kwargs"])  # fmt: skip
     theirs.set_logger(configure(None, []))
     with torch.no_grad():
         for src, dst in ((ours.model, theirs.q_net), (ours.target_model, theirs.q_net_target)):
