@@ -51,7 +51,8 @@ KEY_MEANINGS: dict[str, str] = {
     "policy.learn.learning_rate": "Adam learning rate",
     "policy.eval.eval_freq": "evaluate every this many global env steps (0: only at the end)",
     "policy.other.log_freq": "write metrics every this many global env steps",
-    "policy.other.checkpoint.freq": "checkpoint every this many global env steps (0: only at the end)",
+    "policy.other.checkpoint.freq": "checkpoint every this many global env steps (0: off; always at the end)",
+    "policy.other.checkpoint.every_minutes": "checkpoint every this many minutes of wall time (0: off)",
     "policy.other.checkpoint.keep_last": "checkpoints kept",
     # dqn
     "policy.discount_factor": "gamma",

@@ -141,6 +141,7 @@ VALUE_RULES: tuple[tuple[str, Check], ...] = (
     ("*.preempt_fraction", _unit(low_open=True)),
     ("*.preempt_min_share", _unit(low_open=True)),
     ("*freq", _at_least(0)),  # 0: only at the end
+    ("*.checkpoint.every_minutes", ((lambda v: _is_number(v) and v >= 0), "a number of minutes >= 0 (0: off)")),
     ("*.learning_starts", _at_least(0)),
     ("*.learning_rate*", _positive()),
     ("*.lr", _positive()),

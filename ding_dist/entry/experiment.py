@@ -153,7 +153,9 @@ class Experiment:
         health_timeout: float = DEFAULT_HEALTH_TIMEOUT_S,
     ) -> Experiment:
         """Check the run's limits, choose and lock its folder (``exp_dir``; ``resume``'s; or
-        :func:`default_exp_dir`), read its roles. Raises ``ValueError``/``FileExistsError`` naming the bad value."""
+        :func:`default_exp_dir`), read its roles. A new run in a folder whose run stopped before its first checkpoint
+        moves that run's files to ``<folder>/aborted/<time>/`` (:func:`~ding_dist.entry.exp_folder.set_aside`).
+        Raises ``ValueError``/``FileExistsError`` naming the bad value."""
         if not is_compiled(cfg):
             raise TypeError("Experiment.open takes a compiled config (load_config)")
         if max_env_steps is not None and (isinstance(max_env_steps, bool) or max_env_steps < 1):
@@ -164,18 +166,19 @@ class Experiment:
             logger.warning("neither max_env_steps nor env.stop_value is set: training runs until interrupted")
         rank, world, restarts = get_rank(), get_world_size(), restart_count()
         roles = Roles.from_config(cfg.actor_learner, world)
-        if exp_dir is None and resume is None:  # decided once, on rank 0: ranks must agree on the folder
-            exp_dir = broadcast_object(default_exp_dir(cfg.exp_name) if rank == 0 else None)
+        if exp_dir is None and resume is None:  # decided (and claimed) once, on rank 0: ranks must agree on it
+            exp_dir = broadcast_object(default_exp_dir(cfg.exp_name, cfg.get("seed")) if rank == 0 else None)
         # An elastic re-form starts every worker with the restart count of its own agent (a joining node's is 0,
         # and a membership change counts no restart): rank 0 decides from the folder's job for everyone.
         rejoined = bool(broadcast_object(resume is None and same_job(exp_dir) if rank == 0 else None))
-        if resume is None and restarts == 0 and not rejoined and holds_run(exp_dir):
+        fresh = resume is None and restarts == 0 and not rejoined
+        if fresh and holds_run(exp_dir):
             raise FileExistsError(
                 f"exp_dir {str(exp_dir)!r} already holds a run (checkpoints or result.json): "
                 "resume it, or choose another folder"
             )
         folder = Path(exp_dir or resume)
-        lock = lock_folder(folder, rank)
+        lock = lock_folder(folder, rank, fresh=fresh)  # a fresh run sets aside a run that left no checkpoint
         return cls(cfg, folder, lock, roles, rank, world, None if resume is None else Path(resume), max_env_steps,
                    float(health_timeout), restarts, rejoined)  # fmt: skip
 

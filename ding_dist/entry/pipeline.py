@@ -26,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -39,7 +40,9 @@ from ding_dist.entry.loops.inference_loop import InferenceLoop
 from ding_dist.entry.loops.learner_loop import LearnerLoop
 from ding_dist.entry.services.evaluation import evaluate
 from ding_dist.entry.services.failures import sigterm_exits
+from ding_dist.entry.services.summary import run_summary
 from ding_dist.policy import get_policy_cls
+from ding_dist.utils.logging import get_logger
 
 __all__ = [
     "default_exp_dir",
@@ -51,6 +54,15 @@ __all__ = [
     "serial_pipeline_onpolicy",
     "train",
 ]
+
+logger = logging.getLogger(__name__)
+
+
+def _show_logs() -> None:
+    """A script that set up no logging sees the run's INFO lines on rank 0 (evaluations, folder, summary), as the CLI
+    shows them; one that configured ``logging`` keeps its own handlers."""
+    if not logging.getLogger("ding_dist").handlers and not logging.getLogger().handlers:
+        get_logger("ding_dist")
 
 
 def loop_for(exp: Experiment) -> type:
@@ -78,6 +90,7 @@ def train(
     resume: str | os.PathLike | None = None,
     health_timeout: float = DEFAULT_HEALTH_TIMEOUT_S,
     on_policy: bool | None = None,
+    log_summary: bool = True,
 ) -> dict[str, Any]:
     """Train the policy a config names, with the loop its mode and this rank's role need; returns the result.
 
@@ -89,15 +102,18 @@ def train(
     torchrun, ``TORCHELASTIC_RESTART_COUNT > 0``, the newest complete checkpoint of ``exp_dir`` wins when there is
     one). ``health_timeout``: seconds the health checks before each evaluation and checkpoint wait for every rank
     before raising ``DeadRankError``. ``on_policy``: when given, the policy must be of that kind (the
-    ``serial_pipeline*`` functions say which they run). While it runs in the main thread, SIGTERM raises
+    ``serial_pipeline*`` functions say which they run). ``log_summary``: log the run's closing lines (what it
+    trained, why it stopped, its checkpoints, the commands to run next) on rank 0; a script that configured no
+    logging gets the library's INFO lines on stderr. While it runs in the main thread, SIGTERM raises
     ``SystemExit(143)``. The result (also in ``<exp_dir>/result.json``) has ``env_steps, train_iters, episodes,
     best_eval_return, last_eval_return, eval_history, world_size, wall_time_s, segment_wall_time_s, stopped_by,
-    exp_dir``.
+    exp_dir, checkpoint`` (``checkpoint``: the ``last`` and ``best`` files written).
 
     Example::
 
         result = train("configs/cartpole_dqn_config.py", seed=1, overrides=["env.collector_env_num=4"])
     """
+    _show_logs()
     cfg = load_config(config, seed=seed, overrides=overrides)  # the one compilation of this process
     policy_type = cfg.create_config.policy.type
     if on_policy is not None and get_policy_cls(policy_type).on_policy != on_policy:
@@ -109,7 +125,11 @@ def train(
         ) as exp:
             loop = loop_for(exp)(exp)  # imports, envs, networks, resume: judged with the heartbeat's start-up grace
             heartbeat_running()
-            return loop.run()
+            result = loop.run()
+    if log_summary and exp.rank == 0:
+        for line in run_summary(result):
+            logger.info("%s", line)
+    return result
 
 
 def serial_pipeline(

@@ -146,7 +146,8 @@ class Policy(abc.ABC):
           of :func:`ding_dist.available_algorithms`, e.g. ``bytegrad`` or ``local_sgd``, and its options).
         - ``eval.eval_freq``: evaluate every this many global env steps (0: only at the end).
         - ``other.log_freq``: write metrics every this many global env steps.
-        - ``other.checkpoint.freq`` (global env steps, 0: only at the end), ``other.checkpoint.keep_last``.
+        - ``other.checkpoint.freq`` (global env steps, 0: off), ``other.checkpoint.every_minutes`` (wall time,
+          0: off; default 10), ``other.checkpoint.keep_last``; a checkpoint is always written at the end.
         """
         return EasyDict(
             device="auto",
@@ -155,7 +156,7 @@ class Policy(abc.ABC):
             learn=dict(batch_size=64, learning_rate=1e-3),
             collect=dict(n_sample=64),
             eval=dict(eval_freq=2000),
-            other=dict(log_freq=1000, checkpoint=dict(freq=0, keep_last=3)),
+            other=dict(log_freq=1000, checkpoint=dict(freq=0, every_minutes=10.0, keep_last=3)),
         )
 
     def __init__(

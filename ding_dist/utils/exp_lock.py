@@ -12,6 +12,12 @@ system without lock support), is refused with the file to delete if that run is 
 torchrun job (``job``: its rendezvous id): an elastic job that re-forms after a node left is the lock's own run,
 and takes it over.
 
+A folder can also be *claimed* (:meth:`ExperimentLock.claim`) by the process that chooses a new run's default
+folder before the process that runs it takes the lock (a launcher starts its ranks in between): the lock file then
+names the claimer, marked ``"claimed"``, and no lock is held. Another chooser skips a folder a live process claimed;
+:meth:`~ExperimentLock.acquire` takes a claim over without a word (the claimer's own ranks, or a run given that
+folder by name, whichever comes first: the other is refused as for any held lock).
+
 Example::
 
     with ExperimentLock("runs/cartpole_ppo"):
@@ -50,6 +56,19 @@ def _close_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_close_in_child)
+
+
+def _alive(pid: object) -> bool:
+    """Whether a process of this host has id ``pid`` (one that cannot be signalled is alive too)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class ExperimentInUseError(FileExistsError):
@@ -92,13 +111,17 @@ class ExperimentLock:
             f"end (if it is gone from another host, delete {str(self.path)!r})"
         )
 
-    def acquire(self) -> ExperimentLock:
-        """Take the folder's lock or raise :class:`ExperimentInUseError`; a stale lock is taken over. A disk that
-        cannot hold the lock's few bytes raises its ``OSError`` and leaves no lock file behind."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+    def _me(self) -> dict:
         me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
         if self.job is not None:
             me["job"] = self.job
+        return me
+
+    def acquire(self) -> ExperimentLock:
+        """Take the folder's lock or raise :class:`ExperimentInUseError`; a stale lock or a claim is taken over. A
+        disk that cannot hold the lock's few bytes raises its ``OSError`` and leaves no lock file behind."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        me = self._me()
         for _ in range(10):
             fd, created = self._open()
             locked = False
@@ -117,7 +140,7 @@ class ExperimentLock:
                 if (holder.get("host") not in (None, me["host"]) and holder.get("job") != self.job
                         and holder.get("pid")):  # fmt: skip
                     raise self._in_use(holder)  # another host's lock may not reach us: its file is all we know
-                if holder.get("pid") and holder.get("pid") != me["pid"] and not created:
+                if holder.get("pid") and holder.get("pid") != me["pid"] and not created and not holder.get("claimed"):
                     logger.warning("%s: stale lock of pid %s on %s (no process holds it); taking it over", self.path,
                                    holder.get("pid"), holder.get("host"))  # fmt: skip
                 self._write(fd, me)
@@ -128,6 +151,62 @@ class ExperimentLock:
             _HELD_FDS.add(fd)
             return self
         raise ExperimentInUseError(f"exp_dir {str(self.folder)!r}: could not take the lock {str(self.path)!r}")
+
+    def claim(self) -> bool:
+        """Reserve the folder (created when missing) for a run about to start in another process, or in this one
+        later: the lock file names this process as its claimer, and no lock is held (:meth:`acquire` takes the claim
+        over). False, and the folder left as it was, when a live run holds it, another live process claimed it, or a
+        run of another host may hold it. Two claims of one folder at once: one of them is False. ``OSError`` when the
+        folder or its lock file cannot be created.
+
+        Example::
+
+            if ExperimentLock("runs/cartpole_dqn").claim():
+                ...  # start the run (its ranks lock runs/cartpole_dqn), or unclaim() if it does not start
+        """
+        self.folder.mkdir(parents=True, exist_ok=True)
+        me = {**self._me(), "claimed": True}
+        for _ in range(10):
+            fd, created = self._open()
+            try:
+                if not self._flock(fd):
+                    return False  # a live run holds it
+                if not self._still_the_file(fd):
+                    continue  # released (and removed) between our open and our lock: try again
+                holder = self._holder(fd)
+                if holder.get("pid") and holder.get("pid") != me["pid"]:
+                    if holder.get("host") not in (None, me["host"]) and holder.get("job") != self.job:
+                        return False  # another host's run: its lock may not reach us
+                    if holder.get("claimed") and _alive(holder["pid"]):
+                        return False  # another chooser's, whose run has not started yet
+                self._write(fd, me)
+                return True
+            except BaseException:
+                if created and self._still_the_file(fd):
+                    self.path.unlink(missing_ok=True)
+                raise
+            finally:
+                os.close(fd)  # the lock (held only while the claim was written) goes with it
+        return False
+
+    def unclaim(self) -> None:
+        """Remove this process's claim (:meth:`claim`) if no run took it over; nothing else is touched.
+
+        Example::
+
+            lock.unclaim()  # the run did not start
+        """
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return
+        try:
+            if self._flock(fd) and self._still_the_file(fd):
+                holder = self._holder(fd)
+                if holder.get("claimed") and holder.get("pid") == os.getpid():
+                    self.path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
 
     def _open(self) -> tuple[int, bool]:
         """An open descriptor of the lock file (created when there was none), and whether this call created it."""

@@ -15,6 +15,7 @@ import logging
 import math
 import numbers
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -30,6 +31,7 @@ __all__ = [
     "get_logger",
     "MetricWriter",
     "PlainProgress",
+    "end_progress",
     "progress_bar",
     "read_metrics",
     "tracking_requested",
@@ -279,8 +281,9 @@ def tracking_requested(environ: Mapping[str, str] | None = None) -> bool:
         >>> tracking_requested({"DING_DIST_TRACK": "1"}), tracking_requested({})
         (True, False)
     """
-    value = (os.environ if environ is None else environ).get(TRACK_ENV, "")
-    return value.strip().lower() not in ("", "0", "false", "no")
+    from ding_dist.comm.settings import env_value  # the table of DING_DIST_* variables: a bad value is one line
+
+    return bool(env_value(TRACK_ENV, os.environ if environ is None else environ))
 
 
 def _plain(config: Any) -> Any:
@@ -351,6 +354,7 @@ class PlainProgress:
         self._start = self._last = clock()
         self._postfix: dict[str, Any] = {}
         self._closed = False
+        self.stopped: str | None = None  # why the run ended before its total (no ETA is shown then)
 
     def update(self, n: int = 1) -> None:
         """Count ``n`` more; print a line when ``interval`` seconds have passed since the last one."""
@@ -380,7 +384,9 @@ class PlainProgress:
         else:
             text = f"{head}{self.n} {self.unit}"
         text += f", {rate:.0f} {self.unit}/s"
-        if self.total and rate > 0:
+        if self.stopped is not None:
+            text += f", stopped by {self.stopped}"
+        elif self.total and rate > 0:
             left = max(self.total - self.n, 0) / rate
             text += f", ETA {int(left // 3600)}:{int(left % 3600 // 60):02d}:{int(left % 60):02d}"
         return text + "".join(f", {k}={v}" for k, v in self._postfix.items())
@@ -426,6 +432,33 @@ class _LoggingBar(tqdm):
             redirect, self._redirect = getattr(self, "_redirect", None), None
             if redirect is not None:
                 redirect.__exit__(None, None, None)
+
+
+def end_progress(bar: tqdm | PlainProgress, stopped_by: str, last_eval: float | None = None) -> None:
+    """Before a bar closes: its last values, and when the run ended before the bar's total (a stop value, a
+    signal), why, in place of an ETA (a plain line says ``stopped by stop_value``; a tqdm bar fills to where the
+    run ended and says it in its description).
+
+    Example:
+        >>> import io
+        >>> out = io.StringIO()
+        >>> bar = PlainProgress(100, desc="env steps", stream=out, clock=iter([0.0, 10.0, 10.0]).__next__)
+        >>> bar.update(76); end_progress(bar, "stop_value", 500.0); bar.close()
+        >>> out.getvalue()
+        '76/100 env steps (76%), 8 env steps/s, stopped by stop_value, eval=500.0\\n'
+    """
+    if last_eval is not None and isinstance(bar, PlainProgress):
+        bar.set_postfix({**bar._postfix, "eval": f"{last_eval:.1f}"})
+    elif last_eval is not None and bar.postfix and "eval=" in bar.postfix:  # tqdm keeps its postfix as text
+        bar.set_postfix_str(re.sub(r"eval=[^,]*", f"eval={last_eval:.1f}", bar.postfix), refresh=False)
+    if bar.total is None or bar.n >= bar.total:
+        return
+    if isinstance(bar, PlainProgress):
+        bar.stopped = stopped_by
+    else:
+        bar.total = bar.n
+        bar.set_description(f"{bar.desc} (stopped by {stopped_by})", refresh=False)
+        bar.refresh()
 
 
 def progress_bar(total: int | None, desc: str = "", initial: int = 0) -> tqdm | PlainProgress:

@@ -132,6 +132,7 @@ def test_dqn_defaults_are_di_engines_where_ours_differ():
     }
     assert p.collect.n_sample == 8
     assert p.eval.eval_freq == 2672  # DI-engine's evaluator default, 1000 iterations: ceil(1000 / 3) = 334 collects x 8
+    assert p.other.checkpoint.freq == 26672  # DI-engine's learner default, 10000 iterations: 3334 collects x 8
 
 
 def test_dqn_plain_head_adds_its_hidden_layer():

@@ -160,7 +160,13 @@ def test_train_two_processes_with_nproc(tmp_path, start):
     assert "world size 2" in out.stdout
     assert out.stdout.count("trained ") == 1  # only rank 0 prints
     # paths in log lines as given (here absolute), as with one process
-    assert f"exp dir {exp}\n" in out.stderr and out.stdout.rstrip().endswith(f"; result: {exp}/result.json")
+    summary = out.stdout.splitlines()[-4:]  # what it trained; why it stopped; its checkpoints; what to run next
+    assert f"exp dir {exp}\n" in out.stderr and summary[0].endswith(f"; result: {exp}/result.json")
+    assert summary[1:] == [
+        "stopped by max_env_steps: the run's budget of env steps was reached",
+        f"checkpoints: {exp}/ckpt/ckpt_000000256.pt (last), {exp}/ckpt/best.pt (best eval return {res['best_eval_return']:.2f})",
+        f"next: ding-dist eval --ckpt {exp}  |  ding-dist resume {exp} --max-env-steps 512",
+    ]
 
     # The ranks end in sync: both hold the same final policy state, bit for bit, and rank 0 saved it.
     assert sorted(p.name for p in states.iterdir()) == ["state_rank0.pt", "state_rank1.pt"]

@@ -7,19 +7,25 @@ import pytest
 
 from ding_dist.entry import pipeline
 from ding_dist.entry.cli import main as cli_main
+from ding_dist.entry.exp_folder import release_claim
 
 CONFIG = str(Path(__file__).resolve().parents[2] / "configs" / "cartpole_dqn_config.py")
 FAST = ("policy.learn.learning_starts=0", "env.n_evaluator_episode=1")
 
 
-def test_default_folder_gets_a_timestamp_when_taken(tmp_path, monkeypatch):
+def test_default_folder_gets_the_seed_and_a_timestamp_when_taken(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert pipeline.default_exp_dir("x") == Path("runs/x")
+    assert pipeline.default_exp_dir("x", 3) == Path("runs/x")
+    release_claim("runs/x")
+    assert not (tmp_path / "runs" / "x").exists(), "a claimed folder no run took is removed again"
     (tmp_path / "runs" / "x").mkdir(parents=True)
-    assert pipeline.default_exp_dir("x") == Path("runs/x"), "an empty folder is not a run"
+    assert pipeline.default_exp_dir("x", 3) == Path("runs/x"), "an empty folder is not a run"
+    release_claim("runs/x")
+    assert sorted(p.name for p in (tmp_path / "runs" / "x").iterdir()) == [], "nor one it did not create"
     (tmp_path / "runs" / "x" / "result.json").write_text("{}")
-    stamped = pipeline.default_exp_dir("x")
-    assert stamped.parent == Path("runs") and stamped.name.startswith("x_") and len(stamped.name) == len("x_") + 13
+    stamped = pipeline.default_exp_dir("x", 3)
+    assert stamped.parent == Path("runs") and stamped.name.startswith("x_seed3_")
+    assert len(stamped.name) == len("x_seed3_") + 13 and stamped.is_dir()
 
 
 def test_second_run_goes_to_a_new_folder_and_explicit_reuse_is_refused(tmp_path, monkeypatch):
@@ -43,11 +49,11 @@ def test_the_cli_says_once_which_folder_it_chose_and_shows_folders_as_given(tmp_
     out, err = capsys.readouterr()
     assert err.count("runs/cartpole_dqn already holds a run; this one goes to runs/cartpole_dqn_") == 1
     (chosen,) = [p for p in (tmp_path / "runs").iterdir() if p.name != "cartpole_dqn"]
-    assert out.rstrip().endswith(f"; result: runs/{chosen.name}/result.json")
+    assert out.splitlines()[-4].endswith(f"; result: runs/{chosen.name}/result.json")
     absolute = tmp_path / "abs"
     assert cli_main(["train", CONFIG, "--max-env-steps", "64", "--exp-dir", str(absolute), "--set", *FAST]) == 0
     out, err = capsys.readouterr()
-    assert out.rstrip().endswith(f"; result: {absolute}/result.json") and f"exp dir {absolute}\n" in err
+    assert out.splitlines()[-4].endswith(f"; result: {absolute}/result.json") and f"exp dir {absolute}\n" in err
 
 
 def test_a_rank_leaves_the_interrupt_line_to_its_launcher(monkeypatch, capsys):

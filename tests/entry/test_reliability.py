@@ -511,7 +511,7 @@ def test_checkpoint_of_another_config_is_a_clear_error(tmp_path, capsys):
         (["--max-restarts", "many"], "argument --max-restarts: must be an integer, got 'many'"),
         (["--debug=yes"], "ignored explicit argument 'yes'"),
         (["--exp-dir", "{cfg}"], "exists and is not a folder"),
-        (["--resume", "{tmp}"], "holds no checkpoint (no ckpt/ folder: the run stopped before its first one)"),
+        (["--resume", "{tmp}"], "is not a run folder (no config.json, no ckpt/)"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, needle, tmp_path, capsys):

@@ -29,6 +29,7 @@ from ding_dist.config.errors import ConfigError
 from ding_dist.config.rules import short_repr
 
 __all__ = [
+    "DING_CKPT_FREQ",
     "DING_EVAL_FREQ",
     "MISSING",
     "NO_CLIP",
@@ -45,6 +46,8 @@ __all__ = [
 
 #: DI-engine's evaluator default: evaluate every 1000 train iterations.
 DING_EVAL_FREQ = 1000
+#: DI-engine's learner default (``save_ckpt_after_iter``): a checkpoint every 10000 train iterations.
+DING_CKPT_FREQ = 10000
 MISSING = object()
 #: A gradient-norm bound no gradient reaches: "no clipping" where the key's default is a float.
 NO_CLIP = 1e9
@@ -283,7 +286,12 @@ def iteration_counts(t: Translator, iters_per_collect: int, n_sample: Any, what:
         ("policy.learn.learner.hook.log_show_after_iter", "policy.other.log_freq"),
     ):
         value = t.take(di_key)
-        if value is not MISSING:
+        if value is MISSING and ours == "policy.other.checkpoint.freq":  # DI-engine's learner saves by default
+            steps = per_collect(DING_CKPT_FREQ, iters_per_collect, n_sample)
+            t.put(ours, steps)
+            t.report.add("default", f"{ours}={steps} env steps (DI-engine's default save_ckpt_after_iter="
+                                    f"{DING_CKPT_FREQ} train iters, {explain})")  # fmt: skip
+        elif value is not MISSING:
             steps = per_collect(int_at_least(di_key, value, 1), iters_per_collect, n_sample)
             t.put(ours, steps)
             t.report.add("converted", f"{di_key}={value} train iters -> {ours}={steps} env steps")

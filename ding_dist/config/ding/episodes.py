@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from ding_dist.config.ding.core import (
+    DING_CKPT_FREQ,
     DING_EVAL_FREQ,
     MISSING,
     NO_CLIP,
@@ -76,6 +77,11 @@ def _pg(t: Translator) -> None:
     iters = DING_EVAL_FREQ if given is MISSING else int_at_least("policy.eval.evaluator.eval_freq", given, 0)
     steps = max(1, iters) * n_sample
     t.put("policy.eval.eval_freq", steps)
+    given = t.take("policy.learn.learner.hook.save_ckpt_after_iter")
+    ckpt_iters = DING_CKPT_FREQ if given is MISSING else int_at_least("save_ckpt_after_iter", given, 1)
+    t.put("policy.other.checkpoint.freq", ckpt_iters * n_sample)
+    t.report.add("converted", f"save_ckpt_after_iter={ckpt_iters} train iters -> policy.other.checkpoint.freq="
+                              f"{ckpt_iters * n_sample} env steps ({ckpt_iters} rollouts of {n_sample})")  # fmt: skip
     t.report.add(
         "differs",
         f"policy.eval.evaluator.eval_freq={iters} train iters (of {n_episode} episodes each in DI-engine) -> "

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ding_dist.entry.cli.errors import UsageError
+from ding_dist.entry.exp_folder import ABORTED
 from ding_dist.utils.logging import METRICS_FILE, read_metrics
 
 __all__ = ["HELD", "IGNORED_FOR_GROUPING", "PLOT_KEYS", "Run", "find_runs", "load_curves", "load_run"]
@@ -102,8 +103,9 @@ def _has_logs(folder: Path) -> bool:
 def find_runs(folder: str | os.PathLike) -> list[Path]:
     """``[folder]`` when it is a run (it has logs), else the runs inside it, one or two levels down, by path.
 
-    A run's own sub-folders (``tb/``, ``ckpt/``) are not searched. A folder that does not exist, or holds
-    neither logs nor runs, is a :class:`UsageError`.
+    A run's own sub-folders (``tb/``, ``ckpt/``, ``aborted/``) are not searched, nor are hidden folders or the
+    ``aborted/`` folder where a new run set aside a run that stopped before its first checkpoint (name that folder
+    to plot those). A folder that does not exist, or holds neither logs nor runs, is a :class:`UsageError`.
 
     Example:
         >>> import tempfile
@@ -122,7 +124,8 @@ def find_runs(folder: str | os.PathLike) -> list[Path]:
     found: list[Path] = []
     level = [root]
     for _ in range(_FIND_DEPTH):
-        below = sorted(p for parent in level for p in parent.iterdir() if p.is_dir() and not p.name.startswith("."))
+        below = sorted(p for parent in level for p in parent.iterdir()
+                       if p.is_dir() and not p.name.startswith(".") and p.name != ABORTED)  # fmt: skip
         found += [p for p in below if _has_logs(p)]
         level = [p for p in below if not _has_logs(p)]
     if not found:

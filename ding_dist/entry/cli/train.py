@@ -78,8 +78,7 @@ def train_command(args: argparse.Namespace, entry: Callable[[list[str]], int]) -
     config = check_config(args.config)
     resumed = None
     if args.resume is not None:
-        if not Path(args.resume).is_dir():
-            raise UsageError(f"--resume {args.resume!r} is not an experiment folder")
+        _check_run_folder(args.resume)
         ckpts = CheckpointManager(Path(args.resume) / "ckpt")
         newest = ckpts.latest()
         if newest is None:
@@ -103,10 +102,10 @@ def train_command(args: argparse.Namespace, entry: Callable[[list[str]], int]) -
     asked_nproc = args.nproc
     args.nproc = _actor_learner_nproc(args)
     cfg = check_compiles(config, args)
+    choose = not under_launcher() and args.exp_dir is None and args.resume is None  # the default folder, chosen here
     if not under_launcher():  # a folder no rank can write: one line now, not a traceback from every rank
-        if args.exp_dir is None and args.resume is None:  # chosen (and said) once, here: every rank gets it
-            args.exp_dir, args.exp_dir_chosen = str(pipeline.default_exp_dir(cfg.exp_name)), True
-        check_writable(args.exp_dir or args.resume, args)
+        args.exp_dir_chosen = choose
+        check_writable(Path("runs") / cfg.exp_name if choose else args.exp_dir or args.resume, args)
     if args.resume is not None and _continues_past_stop_value(args, cfg, resumed):
         cfg = compile_config(config, args)
     if args.resume is not None and _resume_is_done(args, cfg, resumed):
@@ -125,6 +124,23 @@ def train_command(args: argparse.Namespace, entry: Callable[[list[str]], int]) -
         env[DEBUG_ENV] = "1"
     if getattr(args, "track", False):
         env[TRACK_ENV] = check_wandb()
+    local = not under_launcher() and args.nnodes is None and (args.nproc > 1 or args.max_restarts > 0)
+    if local:
+        check_local_world(cfg, args.nproc)
+    if not choose:
+        return _launch(args, cfg, config, env, asked_nproc, local, entry)
+    from ding_dist.entry.exp_folder import release_claim
+
+    args.exp_dir = _claim_default_folder(cfg)  # after every check: a refused run names and creates no folder
+    try:
+        return _launch(args, cfg, config, env, asked_nproc, local, entry)
+    finally:
+        release_claim(args.exp_dir)  # when no rank took it: the claim, and the folder if left empty
+
+
+def _launch(args: argparse.Namespace, cfg: Any, config: Path, env: dict[str, str], asked_nproc: int | None,
+            local: bool, entry: Callable[[list[str]], int]) -> int:  # fmt: skip
+    """Run the checked command: this rank (under a launcher or alone), or the ranks of a local or elastic job."""
     with env_set(env | restart_env(args.max_restarts)):
         if under_launcher():
             if (asked_nproc or 1) > 1 or args.max_restarts:
@@ -137,8 +153,7 @@ def train_command(args: argparse.Namespace, entry: Callable[[list[str]], int]) -
 
             exp_dir = Path(args.exp_dir or args.resume)
             code = launch_elastic(args, cfg, args.nproc, exp_dir.resolve(), child_argv(args, config, exp_dir))
-        elif args.nproc > 1 or args.max_restarts > 0:
-            check_local_world(cfg, args.nproc)
+        elif local:
             exp_dir = Path(args.exp_dir or args.resume)
             code = launch_local(args.nproc, args.max_restarts, child_argv(args, config, exp_dir), entry)
         else:
@@ -166,13 +181,39 @@ def _requeue(code: int) -> int:
     return code
 
 
+def _claim_default_folder(cfg: Any) -> str:
+    """The new run's default folder (``runs/<exp_name>``, else with its seed and time), claimed for the ranks this
+    command starts; its log line names ``ding-dist resume`` to continue the run that took ``runs/<exp_name>``."""
+    from ding_dist.entry.exp_folder import default_exp_dir
+
+    try:
+        return str(default_exp_dir(cfg.exp_name, cfg.seed, resume_hint="ding-dist resume {folder}"))
+    except OSError as e:
+        where = f" at {e.filename!r}" if e.filename else ""
+        raise UsageError(f"the experiment folder of {cfg.exp_name!r} cannot be created under 'runs' "
+                         f"({e.strerror or e}{where}); give --exp-dir") from e  # fmt: skip
+
+
+def _check_run_folder(exp_dir: str) -> None:
+    """``--resume EXP_DIR``: one line unless it is a folder a run wrote (a config, ``tb/`` or ``ckpt/`` in it)."""
+    from ding_dist.entry.exp_folder import is_run_folder
+
+    folder = Path(exp_dir)
+    if not folder.exists():
+        raise UsageError(f"--resume {exp_dir!r} is not an experiment folder: it does not exist")
+    if not folder.is_dir():
+        raise UsageError(f"--resume {exp_dir!r} is not an experiment folder: it is a file")
+    if not is_run_folder(folder):
+        raise UsageError(f"--resume {exp_dir!r} is not a run folder (no config.json, no ckpt/): resume continues a "
+                         "folder that ding-dist train wrote")  # fmt: skip
+
+
 def _resume_config(exp_dir: str) -> str:
     """``train --resume EXP_DIR`` without CONFIG: the run's saved config as data (its newest ``.json``, after
     resumes), which runs no code; a run folder's ``config.py`` runs only when the user names it."""
     from ding_dist.entry.services.run_folder import run_config
 
-    if not Path(exp_dir).is_dir():
-        raise UsageError(f"--resume {exp_dir!r} is not an experiment folder")
+    _check_run_folder(exp_dir)
     found = run_config(exp_dir)
     if found is None:
         raise UsageError(f"--resume {exp_dir!r} has no saved config.json: {name_the_config(exp_dir, 'resume')}")

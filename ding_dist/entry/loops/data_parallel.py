@@ -49,6 +49,7 @@ from ding_dist.entry.services.run_folder import save_run_config, write_result
 from ding_dist.entry.threads import default_threads
 from ding_dist.envs import make_vec_env
 from ding_dist.utils import progress_bar, shown_path
+from ding_dist.utils.logging import end_progress
 from ding_dist.worker import Collector, Evaluator, Learner, reduce_log
 from ding_dist.worker.collector import RolloutPreemption
 
@@ -97,7 +98,8 @@ class DataParallelLoop:
         if self.rank == 0:  # after the checkpoint was found to fit: a failed resume leaves the folder as it was
             save_run_config(exp.cfg, exp.exp_dir, continuing=state is not None)  # a changed one: a new file
         self.metrics = Metrics(exp, self.policy, self.counters, resumed=state is not None)
-        self.evaluate = Evaluation(self.evaluator, self.counters, self.metrics, health_timeout=exp.health_timeout)
+        self.evaluate = Evaluation(self.evaluator, self.counters, self.metrics, health_timeout=exp.health_timeout,
+                                   on_best=lambda: self.ckpt.save_best(self.policy, self.counters))  # fmt: skip
         self.preemption: RolloutPreemption | None = None
         pc = cfg.policy.collect
         if exp.on_policy and pc.get("preempt", False) and self.world > 1:
@@ -120,8 +122,9 @@ class DataParallelLoop:
         due, c.update_credit = divmod(c.update_credit, n_sample)
         return due
 
-    def log(self, env_step_delta: int, wall_start: float, steps_at_start: int, global_delta: int | None = None) -> None:
-        """One packed allreduce: episode sums across ranks and learner statistics averaged, then one record.
+    def log(self, env_step_delta: int, wall_start: float, steps_at_start: int, global_delta: int | None = None) -> bool:
+        """One packed allreduce: episode sums across ranks and learner statistics averaged, then one record; True
+        when a timed checkpoint is due (any rank's clock says so: every rank gets the same answer).
 
         ``env_step_delta``: this rank's env steps since the last record; ``global_delta``: all ranks' (default
         ``env_step_delta * world``: every rank collected as many; under rollout preemption they differ).
@@ -133,12 +136,15 @@ class DataParallelLoop:
             "ep_length_sum": sum(lengths),
             "env_steps": env_step_delta,
             "env/restarts": self.collector.restarts,  # every rank's crashed-and-recreated envs so far
+            "ckpt/due": float(self.ckpt.due_by_time()),
         }
         out = reduce_log(sums, self.learner.pop_stats())
         expected = env_step_delta * self.world if global_delta is None else global_delta
         if int(out.pop("env_steps")) != expected:
             raise RuntimeError("ranks collected different numbers of env steps; their control flow diverged")
+        due = out.pop("ckpt/due") > 0
         self.metrics.record(self.metrics.common_values(out, wall_start, steps_at_start))
+        return due
 
     def checkpoint(self) -> None:
         before = (lambda: consistency_check(self.policy)) if debug_enabled() else None
@@ -146,6 +152,7 @@ class DataParallelLoop:
 
     def close(self) -> None:
         try:
+            self.ckpt.finish_quietly()
             self.metrics.close()
         finally:
             close_workers(self.collector.venv, self.evaluator.venv)
@@ -226,15 +233,19 @@ class DataParallelLoop:
                 def crossed(freq: int, before: int = before) -> bool:
                     return freq > 0 and c.env_steps // freq > before // freq
 
+                due = False  # a timed checkpoint: decided at the log points, where the ranks share their clocks
                 if crossed(log_freq):
-                    self.log(log_pending, wall_start, steps_at_start, log_pending_global)
+                    due = self.log(log_pending, wall_start, steps_at_start, log_pending_global)
                     log_pending = log_pending_global = 0
+                elif self.world == 1 and not log_freq > 0:  # nothing to share: each iteration may decide
+                    due = self.ckpt.due_by_time()
                 stop = crossed(eval_freq) and self.evaluate()
-                if crossed(ckpt_freq):
+                if crossed(ckpt_freq) or due:
                     self.checkpoint()
-                bar.update(global_collected)
                 fps = (c.env_steps - steps_at_start) / max(time.perf_counter() - wall_start, 1e-9)
-                bar.set_postfix(fps=f"{fps:.0f}", eval=f"{c.last_eval:.1f}" if c.last_eval is not None else "-")
+                bar.set_postfix(fps=f"{fps:.0f}", eval=f"{c.last_eval:.1f}" if c.last_eval is not None else "-",
+                                refresh=False)  # fmt: skip
+                bar.update(global_collected)  # the line it may print shows this iteration's evaluation
                 if stop:
                     stopped_by = "stop_value"
                     break
@@ -245,5 +256,8 @@ class DataParallelLoop:
                 self.log(log_pending, wall_start, steps_at_start, log_pending_global)
             if stopped_by in ("max_env_steps", "stop_value"):  # a preempted run saves its step without evaluating
                 stopped_by = self.evaluate.at_end(stopped_by)
+            end_progress(bar, stopped_by, c.last_eval)
             self.checkpoint()
-        return write_result(exp, self.policy, c, stopped_by, time.perf_counter() - wall_start)
+            self.ckpt.finish()  # the last checkpoint is on disk before the result says the run ended
+        return write_result(exp, self.policy, c, stopped_by, time.perf_counter() - wall_start,
+                            checkpoint=self.ckpt.written())  # fmt: skip

@@ -52,6 +52,7 @@ from ding_dist.entry.threads import cpu_cores, default_threads
 from ding_dist.envs import make_vec_env
 from ding_dist.policy.base import policy_sync_group
 from ding_dist.utils import progress_bar, shown_path
+from ding_dist.utils.logging import end_progress
 from ding_dist.worker import Evaluator, Learner, reduce_log
 from ding_dist.worker.experience import ActorLost, Chunk, ExperienceReceiver, chunk_layout
 from ding_dist.worker.weight_sync import WeightPublisher
@@ -142,7 +143,8 @@ class LearnerLoop:
             save_run_config(exp.cfg, exp.exp_dir, continuing=state is not None)  # a changed one: a new file
         self.metrics = Metrics(exp, self.policy, self.counters, resumed=state is not None)
         self.evaluate = Evaluation(self.evaluator, self.counters, self.metrics, health_timeout=exp.health_timeout,
-                                   group=self.learn_group)  # fmt: skip
+                                   group=self.learn_group,
+                                   on_best=lambda: self.ckpt.save_best(self.policy, self.counters))  # fmt: skip
 
     def checkpoint(self) -> None:
         before = (lambda: consistency_check(self.policy, self.learn_group)) if debug_enabled() else None
@@ -150,6 +152,7 @@ class LearnerLoop:
 
     def close(self) -> None:
         try:
+            self.ckpt.finish_quietly()
             self.metrics.close()
         finally:
             close_workers(self.evaluator.venv)
@@ -258,15 +261,18 @@ class LearnerLoop:
                 def crossed(freq: int, before: int = before) -> bool:
                     return freq > 0 and c.env_steps // freq > before // freq
 
+                due = False  # a timed checkpoint: decided at the log points, where the learners share their clocks
                 if crossed(log_freq):
-                    self.log_interval(wall_start, steps_at_start)
+                    due = self.log_interval(wall_start, steps_at_start)
+                elif self.roles.learners == 1 and not log_freq > 0:  # nothing to share: each round may decide
+                    due = self.ckpt.due_by_time()
                 stop = crossed(eval_freq) and self.evaluate()
-                if crossed(ckpt_freq):
+                if crossed(ckpt_freq) or due:
                     self.checkpoint()
-                bar.update(per_round)
                 fps = (c.env_steps - steps_at_start) / max(time.perf_counter() - wall_start, 1e-9)
                 last = f"{c.last_eval:.1f}" if c.last_eval is not None else "-"
-                bar.set_postfix(fps=f"{fps:.0f}", eval=last, lag=self.lag_max, q=chunk.queue_depth)
+                bar.set_postfix(fps=f"{fps:.0f}", eval=last, lag=self.lag_max, q=chunk.queue_depth, refresh=False)
+                bar.update(per_round)  # the line it may print shows this round's evaluation
                 if stop:
                     stopped_by = "stop_value"
                     break
@@ -282,7 +288,9 @@ class LearnerLoop:
                 self.log_interval(wall_start, steps_at_start)
             if stopped_by in ("max_env_steps", "stop_value"):  # a preempted run saves its step without evaluating
                 stopped_by = self.evaluate.at_end(stopped_by)
+            end_progress(bar, stopped_by, c.last_eval)
             self.checkpoint()
+            self.ckpt.finish()  # the last checkpoint is on disk before the result says the run ended
             wait = FINISH_TIMEOUT_S if preempted.signal_name is None else 2.0  # preempted: the actors got it too
             left = receiver.join(wait)
             if publisher is not None and not publisher.join(wait):
@@ -296,6 +304,7 @@ class LearnerLoop:
             c,
             stopped_by,
             time.perf_counter() - wall_start,
+            checkpoint=self.ckpt.written(),
             actor_learner={
                 "role": "learner",
                 "learners": self.roles.learners,
@@ -310,13 +319,13 @@ class LearnerLoop:
         )
 
     # --- logging ------------------------------------------------------------------------------------
-    def log_interval(self, wall_start: float, steps_at_start: int) -> None:
+    def log_interval(self, wall_start: float, steps_at_start: int) -> bool:
         """One record (learner rank 0 writes it): episodes, training statistics, and the actor-learner view:
         env steps/s of each actor and in total, learner updates/s, policy lag (mean, max), chunks dropped,
         queue depth, and the waits, one set per role: ``wait/data_s`` (seconds a learner waited for experience,
         mean over learners), ``wait/weights_s`` and ``wait/learner_s`` (seconds an actor waited for weights and
         for its learner, mean over the actors heard from), and ``idle/learner``, ``idle/actor``: the fraction of
-        the interval each role spent waiting."""
+        the interval each role spent waiting. True when a timed checkpoint is due (any learner's clock says so)."""
         iv, now = self._interval, time.perf_counter()
         t_last, iters_last, seen_last = self._last_log
         rates: dict[str, float] = {}
@@ -342,6 +351,7 @@ class LearnerLoop:
                 eps = h.epsilon if h is not None and math.isfinite(h.epsilon) else 0.0
                 replay[f"actors/epsilon/rank{self.roles.actor_rank(i)}"] = eps  # 0 on the other learners
         sums = {
+            "ckpt/due": float(self.ckpt.due_by_time()),
             "env/restarts": sum(h.env_restarts for h in latest.values()),  # the actors' recreated envs so far
             "episodes": iv.episodes,
             "ep_return_sum": iv.return_sum,
@@ -373,6 +383,8 @@ class LearnerLoop:
         for key in ("wait/weights_s", "wait/learner_s", "idle/actor"):
             out[key] = out.pop(f"{key}_sum") / heard
         out["actors/env_steps_per_s"] = sum(v for k, v in out.items() if k.startswith("actors/env_steps_per_s/"))
+        due = out.pop("ckpt/due") > 0
         self.metrics.record(self.metrics.common_values(out, wall_start, steps_at_start))
         self._last_log = (now, self.policy.train_iter, latest)
         self._interval = _Interval()
+        return due

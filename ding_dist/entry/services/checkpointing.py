@@ -2,7 +2,14 @@
 
 Saving: a health check, each learning rank's replay file (if configured), then rank 0's checkpoint file (policy,
 its type, counters, the run's ``max_env_steps``, every learning rank's RNG state, the world it came from),
-written atomically. Resuming: rank 0 picks one file and every rank loads that same file (no rank can see a
+written atomically from a snapshot by a background thread (:mod:`~ding_dist.utils.background_save`), so the loop
+goes on while the file is written. When: every ``policy.other.checkpoint.freq`` global env steps (0: off), every
+``policy.other.checkpoint.every_minutes`` of wall time (0: off; :meth:`Checkpointing.due_by_time` is each rank's
+view, which the loops share at their log points) and at the end. An evaluation that beats the best return so far
+writes ``ckpt/best.pt`` (:meth:`Checkpointing.save_best`, rank 0): the policy of that evaluation, which rotation
+never removes and ``ding-dist eval --ckpt RUN`` loads by default.
+
+Resuming: rank 0 picks one file and every rank loads that same file (no rank can see a
 different newest one). With ``resume=EXP_DIR`` it is the newest loadable checkpoint of ``EXP_DIR/ckpt``; in
 workers restarted by torchrun (``TORCHELASTIC_RESTART_COUNT > 0``), and in a torchrun job that re-formed at
 another size (an elastic node joined or left: the folder's run is this job's, ``Experiment.rejoined``), the newest
@@ -17,12 +24,15 @@ Example::
     if state is not None:
         ckpt.restore(state, policy, buffer)
     ckpt.save(policy, counters, buffer)       # on every rank that learns, at the same env step
+    ckpt.finish()                             # the file in flight is on disk
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -41,8 +51,12 @@ from ding_dist.utils import (
     restore_rng_state,
     save_checkpoint,
 )
+from ding_dist.utils.background_save import BackgroundWriter
 
-__all__ = ["Checkpointing", "load_policy_state"]
+__all__ = ["BEST_FILE", "Checkpointing", "load_policy_state"]
+
+#: The best checkpoint's name in a run's ``ckpt/`` folder: the policy of the best evaluation so far.
+BEST_FILE = "best.pt"
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +104,18 @@ def _run_policy_type(path: str | os.PathLike) -> str | None:
         return None
 
 
+def _best_return(path: Path) -> float:
+    """The best evaluation return a ``best.pt`` records (-inf when there is none or it does not load)."""
+    if not path.is_file():
+        return -math.inf
+    try:
+        value = load_checkpoint(path)["counters"]["best_eval"]
+        return float(value)
+    except (CheckpointError, KeyError, TypeError, ValueError) as e:
+        logger.warning("%s is not a usable best checkpoint (%s): the next best evaluation replaces it", path, e)
+        return -math.inf
+
+
 class Checkpointing:
     """A run's checkpoints: choosing and loading the one it resumes from, restoring it, saving new ones.
 
@@ -108,9 +134,16 @@ class Checkpointing:
     ) -> None:
         self.exp, self.rng_slot, self.group = exp, rng_slot, group
         self.extra = dict(extra or {})
-        self.manager = CheckpointManager(exp.exp_dir / "ckpt", keep_last=exp.cfg.policy.other.checkpoint.keep_last)
+        settings = exp.cfg.policy.other.checkpoint
+        self.manager = CheckpointManager(exp.exp_dir / "ckpt", keep_last=settings.keep_last)
         self.path: Path | None = None  # the checkpoint this segment continues from
         self._replay_saved_at: int | None = None
+        self.every_s = 60.0 * float(settings.get("every_minutes", 0) or 0)  # 0: no timed checkpoints
+        self._saved_at = time.monotonic()  # the segment's start counts as the last save
+        self.writer = BackgroundWriter()
+        self._last: Path | None = None  # the newest checkpoint this segment wrote (rank 0; every rank knows its name)
+        self._best_asked = False  # an evaluation of this segment beat the best so far (every rank knows)
+        self._best_on_disk: float | None = None  # rank 0: the return of the folder's best.pt (read once)
 
     # --- resuming -------------------------------------------------------------------------------------
     def _choose(self) -> tuple[str | None, str | None]:
@@ -284,6 +317,69 @@ class Checkpointing:
         return None
 
     # --- saving ---------------------------------------------------------------------------------------
+    def due_by_time(self) -> bool:
+        """This rank's view: ``policy.other.checkpoint.every_minutes`` have passed since the last checkpoint (or
+        the segment's start). Ranks may see it differently; a loop shares it (any rank's True counts) before acting.
+
+        Example::
+
+            if reduce_log({"ckpt/due": ckpt.due_by_time()}, {})["ckpt/due"] > 0:
+                ckpt.save(policy, counters, buffer)
+        """
+        return self.every_s > 0 and time.monotonic() - self._saved_at >= self.every_s
+
+    def save_best(self, policy: Any, counters: Counters) -> Path | None:
+        """Rank 0: ``ckpt/best.pt``, the policy just evaluated with the run's best return so far (its counters
+        say which step and return), written in the background; other ranks write nothing (None).
+
+        Example::
+
+            if mean > counters.best_eval: ...; ckpt.save_best(policy, counters)
+        """
+        self._best_asked = True
+        if self.exp.rank != 0:
+            return None
+        path = self.manager.directory / BEST_FILE
+        if self._best_on_disk is None:  # a restarted run may have written a better one after its checkpoint
+            self._best_on_disk = _best_return(path)
+        if not counters.best_eval > self._best_on_disk:
+            return None
+        self._best_on_disk = counters.best_eval
+        state = {
+            "policy": policy.state_dict(),
+            "policy_type": self.exp.policy_type,
+            "max_env_steps": self.exp.max_env_steps,
+            "counters": counters.state(),
+            "best": True,
+            **self.extra,
+        }
+        self.writer.submit(lambda copy: save_checkpoint(copy, path), state)
+        return path
+
+    def finish(self) -> None:
+        """Wait until the file in flight is on disk; raises the error of a write that failed (e.g. a full disk)."""
+        self.writer.wait()
+
+    def finish_quietly(self) -> None:
+        """:meth:`finish` on the way out of a failed run: a write's error is logged, not raised over the first one."""
+        try:
+            self.writer.wait()
+        except Exception as e:
+            logger.error("a checkpoint write failed: %s", e)
+
+    def written(self) -> dict[str, str | None]:
+        """The run's checkpoint files so far, the same on every rank: ``last`` (the newest this segment wrote, else
+        the folder's newest) and ``best`` (``ckpt/best.pt`` when there is one), as paths; None where there is none.
+
+        Example::
+
+            ckpt.written()  # {"last": "runs/x/ckpt/ckpt_000020480.pt", "best": "runs/x/ckpt/best.pt"}
+        """
+        last = self._last if self._last is not None else self.manager.latest()
+        best = self.manager.directory / BEST_FILE
+        has_best = self._best_asked or best.is_file()
+        return {"last": None if last is None else str(last), "best": str(best) if has_best else None}
+
     @property
     def _saves_replay(self) -> bool:
         return bool(self.exp.cfg.policy.other.replay_buffer.get("save_in_checkpoint", False))
@@ -297,13 +393,16 @@ class Checkpointing:
         before: Callable[[], None] | None = None,
     ) -> None:
         """Health check (then ``before``, e.g. the debug mode's consistency check), each rank's replay file (if
-        configured), then rank 0's checkpoint file. ``segment_s``: this segment's training time so far.
+        configured), then rank 0's checkpoint file, from a snapshot taken now and written by the background writer
+        (the previous one is waited for first, and its error raised). ``segment_s``: this segment's training time so
+        far.
 
         The RNG allgather sits between the two, so it doubles as a barrier: when ``ckpt_<step>.pt`` exists,
         every rank's replay file of that step is complete. A rank keeps its previous replay file as
         ``replay_rank<r>.prev.pt`` until the new one is written, so a crash in between still leaves the
         replay file that matches the newest complete checkpoint.
         """
+        self.writer.wait()  # the previous file is on disk before any rank rotates its replay file (the health check)
         health_check(self.exp.health_timeout, group=self.group)
         if before is not None:
             before()
@@ -325,7 +424,9 @@ class Checkpointing:
                 "rng": rng_states,
                 **self.extra,
             }
-            self.manager.save(state, c.env_steps)
+            self.writer.submit(lambda copy, step=c.env_steps: self.manager.save(copy, step), state)
+        self._last = self.manager.path_for(c.env_steps)
+        self._saved_at = time.monotonic()
 
     def newest(self) -> Path | None:
         """The newest complete checkpoint of the run's folder (None: none yet)."""

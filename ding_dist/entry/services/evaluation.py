@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,19 +33,29 @@ logger = logging.getLogger(__name__)
 
 class Evaluation:
     """Evaluating during a run: a health check of ``group`` (rank 0 evaluates alone: first make sure everyone is
-    alive), rank 0's greedy episodes, the result shared and recorded in the counters and metrics."""
+    alive), rank 0's greedy episodes, the result shared and recorded in the counters and metrics. ``on_best`` is
+    called (on every rank, after the counters) when an evaluation beats the best return so far: the loops save the
+    best checkpoint there."""
 
     def __init__(
-        self, evaluator: Evaluator, counters: Counters, metrics: Metrics, *, health_timeout: float, group: Any = None
+        self,
+        evaluator: Evaluator,
+        counters: Counters,
+        metrics: Metrics,
+        *,
+        health_timeout: float,
+        group: Any = None,
+        on_best: Callable[[], Any] | None = None,
     ) -> None:
         self.evaluator, self.counters, self.metrics = evaluator, counters, metrics
-        self.health_timeout, self.group = health_timeout, group
+        self.health_timeout, self.group, self.on_best = health_timeout, group, on_best
 
     def __call__(self) -> bool:
         """Evaluate now; True when ``env.stop_value`` is reached."""
         health_check(self.health_timeout, group=self.group)
         mean, stop = self.evaluator.evaluate_and_share(group=self.group)
         c = self.counters
+        improved = mean > c.best_eval  # the same on every rank: the mean was shared
         c.last_eval, c.best_eval = mean, max(c.best_eval, mean)
         c.eval_history.append((c.env_steps, mean))
         values = {"eval/mean_reward": mean, "eval/best_reward": c.best_eval}
@@ -55,6 +66,8 @@ class Evaluation:
             values["eval/mean_ep_length"] = sum(lengths) / len(lengths)
         self.metrics.record(values)
         logger.info("env step %d: eval mean return %.2f (best %.2f)", c.env_steps, mean, c.best_eval)
+        if improved and self.on_best is not None:
+            self.on_best()
         return stop
 
     def at_end(self, stopped_by: str) -> str:
@@ -67,11 +80,22 @@ class Evaluation:
         return stopped_by
 
 
-def evaluate(config: ConfigArg, ckpt: str | os.PathLike, *, episodes: int = 10, seed: int = 0) -> dict[str, Any]:
+def evaluate(
+    config: ConfigArg,
+    ckpt: str | os.PathLike,
+    *,
+    episodes: int = 10,
+    seed: int = 0,
+    replay: Callable[[Any, dict[str, Any]], Any] | None = None,
+) -> dict[str, Any]:
     """Greedy evaluation of a checkpoint (a ``ckpt_*.pt`` file or an experiment folder: its newest one).
 
-    Runs on this process only (no collectives). Returns ``mean_return``, ``std_return``, ``returns``,
-    ``lengths``. Example::
+    Runs on this process only (no collectives). Returns ``mean_return``, ``std_return``, and per episode, in
+    their planned order, ``returns``, ``lengths`` and ``seeds`` (each one's reset seed), and ``checkpoint``.
+    ``replay(policy, result)``, when given, is called after the episodes with the policy that played them (the
+    checkpoint loaded, on its device) and the result: ``ding-dist eval --video`` plays the evaluated episodes again
+    from their seeds with it, so the recording shows what was evaluated. With it, an envpool config is evaluated
+    on the sync env manager (envpool cannot start an episode from a seed of its own). Example::
 
         evaluate("configs/cartpole_dqn_config.py", "runs/cartpole_dqn", episodes=10)["mean_return"]
     """
@@ -86,7 +110,11 @@ def evaluate(config: ConfigArg, ckpt: str | os.PathLike, *, episodes: int = 10, 
             raise FileNotFoundError(f"no loadable checkpoint in {str(folder)!r}")
         path = found
     state = load_checkpoint(path)
-    venv = make_vec_env(cfg.env, min(cfg.env.evaluator_env_num, episodes), env_manager(cfg), restarting=True)
+    manager = env_manager(cfg)
+    if replay is not None and manager == "envpool":
+        logger.info("evaluating on the sync env manager: envpool cannot play an episode again from its seed")
+        manager = "sync"
+    venv = make_vec_env(cfg.env, min(cfg.env.evaluator_env_num, episodes), manager, restarting=True)
     try:
         policy = build_policy(cfg, venv.single_observation_space, venv.single_action_space)
         load_policy_state(policy, state, path, cfg.create_config.policy.type)  # one line when it does not fit
@@ -95,4 +123,6 @@ def evaluate(config: ConfigArg, ckpt: str | os.PathLike, *, episodes: int = 10, 
     finally:
         venv.close()
     result["checkpoint"] = str(path)
+    if replay is not None:
+        replay(policy, result)
     return result
