@@ -4,7 +4,7 @@ Reference: CleanRL ``sac_continuous_action.py`` (Haarnoja et al. 2018): replay 1
 tau 0.005, policy lr 3e-4, Q lr 1e-3 (also the temperature's), automatic entropy tuning, 256-256 networks,
 learning starts at 5000, one update per env step. Difference: the policy is updated every step
 (the reference updates it every 2nd step, twice).
-Train: ``ding-dist train configs/halfcheetah_sac_config.py`` (``pip install -e '.[mujoco]'``).
+Train: ``ding-dist train configs/halfcheetah_sac_config.py --max-env-steps 1000000`` (``pip install -e '.[mujoco]'``).
 """
 
 from easydict import EasyDict

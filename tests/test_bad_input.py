@@ -402,6 +402,41 @@ def test_unpicklable_object_on_the_fake_link():
         one_clear_line(info.value, "rank 0 could not pickle its value of type lock")
 
 
+# ---- environment variables: every DING_DIST_* of the table, a bad value is one line before any work ------------
+BAD_ENV_VALUES = {
+    "DING_DIST_TIMEOUT": "abc",
+    "DING_DIST_BACKEND": "glooo",
+    "DING_DIST_INIT_RETRIES": "two",
+    "DING_DIST_DEBUG": "maybe",
+    "DING_DIST_TRACK": "sure",
+    "DING_DIST_HEARTBEAT_S": "-1",
+    "DING_DIST_HEARTBEAT_GRACE_S": "nan",
+    "DING_DIST_START_METHOD": "spawn",
+    "DING_DIST_HEARTBEAT_STORE": "node0",
+    "DING_DIST_HEARTBEAT_STARTUP_GRACE_S": "soon",
+    "DING_DIST_OMP_DEFAULTED": "yes",
+    "DING_DIST_ENV_CHECKED": "0",
+}
+
+
+def test_every_variable_with_a_value_check_has_a_bad_value_here():
+    from ding_dist.comm.settings import ENV_VARS
+
+    assert set(BAD_ENV_VALUES) == {v.name for v in ENV_VARS} - {"DING_DIST_DING_REPORTED"}  # that one takes any key
+
+
+@pytest.mark.parametrize("name", sorted(BAD_ENV_VALUES))
+def test_a_bad_environment_variable_stops_dist_init_and_launch_in_one_line(name, monkeypatch):
+    from ding_dist.comm.settings import ENV_VARS
+
+    takes = next(v.takes for v in ENV_VARS if v.name == name)
+    monkeypatch.setenv(name, BAD_ENV_VALUES[name])
+    for call in (comm.dist_init, lambda: comm.launch(abs, 2, 1)):
+        with pytest.raises(ValueError) as info:
+            call()
+        one_clear_line(info.value, f"{name}={BAD_ENV_VALUES[name]!r}: expected {takes}")
+
+
 # ---- hypothesis: random overrides and junk values -----------------------------------------------------------
 def _typed_leaves(node: dict, path: str = "") -> list[str]:
     out = []

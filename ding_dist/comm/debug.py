@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import time
 import zlib
@@ -24,8 +23,7 @@ import torch.distributed as dist
 from . import link as _link
 from .callers import call_site
 from .init import on_finalize
-
-DEBUG_ENV = "DING_DIST_DEBUG"
+from .settings import DEBUG_ENV, env_value
 
 
 class CollectiveMismatchError(RuntimeError):
@@ -110,8 +108,15 @@ class DebugLink(_link.TorchLink):
         return super().all_gather_object(outputs, obj, group)
 
 
+def _debug_from_env() -> bool:
+    try:
+        return bool(env_value(DEBUG_ENV))
+    except ValueError:  # a bad value is reported in one line by dist_init and ding-dist (check_env_values)
+        return False
+
+
 DEBUG_LINK = DebugLink()
-if os.environ.get(DEBUG_ENV, "0") not in ("", "0"):
+if _debug_from_env():
     _link.set_torch_link(DEBUG_LINK)
 
 

@@ -18,20 +18,25 @@ from .devices import clear_cache as _clear_device_cache
 from .devices import cuda_only, rank_cuda_index
 from .link import clear_host_groups, current_link, lacks_host_backend, register_host_group
 from .settings import (
+    BACKEND_ENV,
+    BACKEND_NAMES,
+    ENV_CHECKED_ENV,
     FAKE_SETTINGS,
+    RETRIES_ENV,
     LaunchSettings,
+    check_env_values,
+    env_value,
     local_rank,
     local_size,
     resolve_launch_settings,
     resolve_timeout,
     set_running_settings,
+    warn_unknown_env,
 )
 
 logger = logging.getLogger(__name__)
 
-_BACKENDS = ("gloo", "nccl", "mpi")
-RETRIES_ENV = "DING_DIST_INIT_RETRIES"
-BACKEND_ENV = "DING_DIST_BACKEND"  # the backend when dist_init is not given one (e.g. under ding-dist train)
+_BACKENDS = BACKEND_NAMES
 _finalizers: list[Callable[[], None]] = []  # caches tied to the group (e.g. subgroups), cleared on finalize
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -132,14 +137,17 @@ def dist_init(
         _check_same("backend", backend, str(dist.get_backend()))
         logger.debug("dist_init: process group already running as rank %d of %d", *running)
         return running
+    check_env_values()  # every DING_DIST_* variable, before any work: a bad one is one line naming it
     timeout_s = resolve_timeout(timeout)
     settings = resolve_launch_settings(rank=rank, world_size=world_size, addr=addr, port=port)
+    if settings.rank == 0 and ENV_CHECKED_ENV not in os.environ:  # ding-dist said it in the process it started
+        warn_unknown_env()
     if settings.is_fake:
         if backend is not None:
             _pick_backend(backend)  # still reject a bad name
         logger.info("ding_dist: rank 0 of 1, fake link (no launcher settings found: a single process)")
         return 0, 1
-    backend = _pick_backend(backend or os.environ.get(BACKEND_ENV) or _auto_backend(settings))
+    backend = _pick_backend(backend or env_value(BACKEND_ENV) or _auto_backend(settings))
     device = "cpu"
     if cuda_only(backend) and torch.cuda.is_available():  # every rank of this world computes on its GPU
         index = rank_cuda_index(settings.local_rank)
@@ -170,14 +178,8 @@ def dist_init(
 
 
 def _init_retries() -> int:
-    raw = os.environ.get(RETRIES_ENV, "2")
-    try:
-        retries = int(raw)
-    except ValueError:
-        raise ValueError(f"{RETRIES_ENV} must be a non-negative integer, got {raw!r}") from None
-    if retries < 0:
-        raise ValueError(f"{RETRIES_ENV} must be a non-negative integer, got {retries}")
-    return retries
+    retries = env_value(RETRIES_ENV)
+    return 2 if retries is None else retries
 
 
 def _init_with_retries(backend: str, init_method: str, settings: LaunchSettings, timeout_s: float) -> None:

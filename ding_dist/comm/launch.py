@@ -23,7 +23,7 @@ from typing import Any
 
 from .heartbeat import HeartbeatMonitor, start_heartbeat
 from .init import dist_finalize, dist_init
-from .settings import free_port, resolve_heartbeat
+from .settings import check_env_values, free_port, resolve_heartbeat
 
 
 class LaunchError(RuntimeError):
@@ -130,6 +130,7 @@ def launch(
         raise TypeError(f"launch needs a module-level (picklable) function, got {fn!r}: {exc}") from None
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout must be positive seconds or None, got {timeout}")
+    check_env_values()  # a bad DING_DIST_* variable is one line here, not one error per rank
     period, beat_grace = resolve_heartbeat() if heartbeat else (0.0, 0.0)
 
     if sys.platform.startswith("linux"):

@@ -6,17 +6,33 @@ testable without the launcher.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import random
 import re
 import socket
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, TextIO
 
 DEFAULT_TIMEOUT_S = 30 * 60
 DEFAULT_PORT = 29500
 TIMEOUT_ENV = "DING_DIST_TIMEOUT"
+BACKEND_ENV = "DING_DIST_BACKEND"
+RETRIES_ENV = "DING_DIST_INIT_RETRIES"
+DEBUG_ENV = "DING_DIST_DEBUG"
+TRACK_ENV = "DING_DIST_TRACK"
+HEARTBEAT_ENV = "DING_DIST_HEARTBEAT_S"
+HEARTBEAT_GRACE_ENV = "DING_DIST_HEARTBEAT_GRACE_S"
+START_METHOD_ENV = "DING_DIST_START_METHOD"
+HEARTBEAT_STORE_ENV = "DING_DIST_HEARTBEAT_STORE"
+STARTUP_GRACE_ENV = "DING_DIST_HEARTBEAT_STARTUP_GRACE_S"
+OMP_DEFAULTED_ENV = "DING_DIST_OMP_DEFAULTED"
+DING_REPORTED_ENV = "DING_DIST_DING_REPORTED"
+ENV_CHECKED_ENV = "DING_DIST_ENV_CHECKED"
+ENV_PREFIX = "DING_DIST_"
 
 
 @dataclass(frozen=True)
@@ -310,13 +326,8 @@ def resolve_timeout(timeout: float | None = None, env: Mapping[str, str] | None 
         >>> resolve_timeout(env={"DING_DIST_TIMEOUT": "90"})
         90.0
     """
-    env = os.environ if env is None else env
-    if timeout is None and TIMEOUT_ENV in env:
-        raw = env[TIMEOUT_ENV]
-        try:
-            timeout = float(raw)
-        except ValueError:
-            raise ValueError(f"{TIMEOUT_ENV} must be a number of seconds, got {raw!r}") from None
+    if timeout is None:
+        timeout = env_value(TIMEOUT_ENV, env)  # a bad value: one line naming it (ENV_VARS)
     if timeout is None:
         return float(DEFAULT_TIMEOUT_S)
     if not timeout > 0:
@@ -324,19 +335,16 @@ def resolve_timeout(timeout: float | None = None, env: Mapping[str, str] | None 
     return float(timeout)
 
 
-HEARTBEAT_ENV = "DING_DIST_HEARTBEAT_S"
-HEARTBEAT_GRACE_ENV = "DING_DIST_HEARTBEAT_GRACE_S"
 DEFAULT_HEARTBEAT_S = 2.0
 DEFAULT_HEARTBEAT_GRACE_S = 10.0
 
 
 def _seconds_from(value: float | str | None, name: str, env: Mapping[str, str]) -> float | None:
-    """``value`` as seconds, else the variable ``name`` of ``env``, else None; a finite number >= 0."""
-    what = "argument" if value is not None else name
-    if value is None and name in env:
-        value = env[name]
+    """``value`` as seconds, else the variable ``name`` of ``env`` (:func:`env_value`), else None; a finite number
+    >= 0."""
     if value is None:
-        return None
+        return env_value(name, env)
+    what = "argument"
     try:
         seconds = float(value)
     except (TypeError, ValueError):
@@ -373,3 +381,207 @@ def resolve_heartbeat(
             f"({period_s:g} s, {HEARTBEAT_ENV}): a rank would count as frozen between two beats"
         )
     return period_s, grace_s
+
+
+# ---- the DING_DIST_* environment variables: one table, checked before any work ------------------------------------
+BACKEND_NAMES = ("gloo", "nccl", "mpi")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+class _Why(ValueError):
+    """A parser's reason, said before what the variable takes (e.g. nccl on a machine without CUDA)."""
+
+
+def _seconds(positive: bool) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        value = float(raw)
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise ValueError(raw)
+        return value
+
+    return parse
+
+
+def _count(raw: str) -> int:
+    value = int(raw.strip())
+    if value < 0:
+        raise ValueError(raw)
+    return value
+
+
+def _flag(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in _TRUE + _FALSE:
+        raise ValueError(raw)
+    return value in _TRUE
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        if raw not in choices:
+            raise ValueError(raw)
+        return raw
+
+    return parse
+
+
+def _backend(raw: str) -> str:
+    names = []
+    for part in raw.split(","):
+        device, _, name = part.strip().rpartition(":")
+        if name not in BACKEND_NAMES or device not in ("", "cpu", "cuda"):
+            raise ValueError(raw)
+        names.append(name)
+    if "nccl" in names:
+        import torch  # only for a value that names nccl; device_count asks NVML first, which leaves fork safe
+
+        if not (torch.backends.cuda.is_built() and torch.cuda.device_count() > 0):
+            raise _Why("nccl needs CUDA GPUs and this machine has none")
+    return raw.strip()
+
+
+def _address(raw: str) -> str:
+    host, sep, port = raw.strip().rpartition(":")
+    if not (sep and host and port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(raw)
+    return raw.strip()
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One environment variable ding_dist reads: its ``name``, what it ``takes``, what it means, its parser (the
+    raw string to the value; ``ValueError`` when bad) and who sets it: ``"you"``, or ``"ding-dist"`` for those a
+    launcher hands the processes it starts.
+
+    Example:
+        >>> ENV_VARS[0].name, ENV_VARS[0].takes
+        ('DING_DIST_TIMEOUT', 'a number of seconds > 0')
+    """
+
+    name: str
+    takes: str
+    meaning: str
+    parse: Callable[[str], Any]
+    set_by: str = "you"
+
+
+_BOOL = "1 or 0 (or true/false, yes/no, on/off)"
+#: Every ``DING_DIST_*`` variable ding_dist reads (docs/reliability.md, "Environment variables", lists them).
+ENV_VARS: tuple[EnvVar, ...] = (
+    EnvVar(TIMEOUT_ENV, "a number of seconds > 0", "how long every collective waits on a peer before it fails "
+           "(default 1800; `ding-dist train --timeout` sets it)", _seconds(positive=True)),
+    EnvVar(BACKEND_ENV, "gloo, nccl (with CUDA GPUs), mpi, or a per-device list such as cpu:gloo,cuda:nccl",
+           "the process group's backend when `dist_init` is given none (default: nccl when every rank of the node "
+           "has a GPU of its own, else gloo)", _backend),
+    EnvVar(RETRIES_ENV, "an integer >= 0", "how often a tcp:// rendezvous that fails fast is retried, with backoff "
+           "(default 2)", _count),
+    EnvVar(DEBUG_ENV, _BOOL, "check every collective across ranks before it runs (`--debug` sets it; slower)", _flag),
+    EnvVar(TRACK_ENV, _BOOL, "log the run to Weights & Biases (`--track` sets it)", _flag),
+    EnvVar(HEARTBEAT_ENV, "a number of seconds >= 0 (0 turns the heartbeat off)", "how often every rank beats "
+           "(default 2)", _seconds(positive=False)),
+    EnvVar(HEARTBEAT_GRACE_ENV, f"a number of seconds >= 0, at least twice {HEARTBEAT_ENV}", "how long a rank may "
+           "stay silent before it counts as frozen and is killed (default 10, and at least 5 periods)",
+           _seconds(positive=False)),
+    EnvVar(START_METHOD_ENV, "'fork' or 'subprocess'", "how `ding-dist train --nproc N` starts its local ranks "
+           "(default: fork with a CPU-only torch, else subprocess)", _choice("fork", "subprocess")),
+    EnvVar(HEARTBEAT_STORE_ENV, "host:port", "the store a launcher's heartbeat watch serves", _address, "ding-dist"),
+    EnvVar(STARTUP_GRACE_ENV, "a number of seconds >= 0", "the heartbeat grace of a rank still starting",
+           _seconds(positive=False), "ding-dist"),
+    EnvVar(OMP_DEFAULTED_ENV, "0 or 1", "OMP_NUM_THREADS was set by the launcher, not by you", _choice("0", "1"),
+           "ding-dist"),
+    EnvVar(DING_REPORTED_ENV, "a report's key", "the DI-engine translation report the job printed (not again in "
+           "its ranks)", str, "ding-dist"),
+    EnvVar(ENV_CHECKED_ENV, "1", "the job's environment was checked and its unknown DING_DIST_ names reported (not "
+           "again in its ranks)", _choice("1"), "ding-dist"),
+)  # fmt: skip
+_BY_NAME = {var.name: var for var in ENV_VARS}
+
+
+def env_value(name: str, env: Mapping[str, str] | None = None) -> Any:
+    """The variable ``name`` of :data:`ENV_VARS` in ``env`` (default ``os.environ``), parsed; None when it is unset
+    or empty. A bad value is a ``ValueError`` of one line naming the variable, its value and what it takes.
+
+    Example:
+        >>> env_value("DING_DIST_TIMEOUT", {"DING_DIST_TIMEOUT": "90"}), env_value("DING_DIST_TIMEOUT", {})
+        (90.0, None)
+        >>> env_value("DING_DIST_TIMEOUT", {"DING_DIST_TIMEOUT": "-5"})
+        Traceback (most recent call last):
+        ...
+        ValueError: DING_DIST_TIMEOUT='-5': expected a number of seconds > 0
+    """
+    var = _BY_NAME[name]
+    raw = (os.environ if env is None else env).get(name, "")
+    if raw == "":
+        return None
+    try:
+        return var.parse(raw)
+    except ValueError as e:
+        why = f"{e}; " if isinstance(e, _Why) else ""
+        raise ValueError(f"{name}={raw!r}: {why}expected {var.takes}") from None
+
+
+def check_env_values(env: Mapping[str, str] | None = None) -> None:
+    """Check every variable of :data:`ENV_VARS` set in ``env`` (default ``os.environ``), and the heartbeat's grace
+    against its period: one ``ValueError`` line naming each bad one. ``ding-dist`` and ``dist_init`` call it before
+    any work.
+
+    Example:
+        >>> check_env_values({"DING_DIST_TIMEOUT": "abc", "DING_DIST_INIT_RETRIES": "-1"})
+        Traceback (most recent call last):
+        ...
+        ValueError: DING_DIST_TIMEOUT='abc': expected a number of seconds > 0; DING_DIST_INIT_RETRIES='-1': ...
+    """
+    env = os.environ if env is None else env
+    errors = []
+    for var in ENV_VARS:
+        try:
+            env_value(var.name, env)
+        except ValueError as e:
+            errors.append(str(e))
+    if not errors:
+        try:
+            resolve_heartbeat(env=env)
+        except ValueError as e:
+            errors.append(str(e))
+    if errors:
+        raise ValueError("; ".join(errors))
+
+
+def unknown_env_vars(env: Mapping[str, str] | None = None) -> list[tuple[str, str | None]]:
+    """``(name, the closest name ding_dist reads, or None)`` for each ``DING_DIST_*`` name in ``env`` (default
+    ``os.environ``) that is not in :data:`ENV_VARS`: a typo ding_dist would otherwise ignore without a word.
+
+    Example:
+        >>> unknown_env_vars({"DING_DIST_TIMOUT": "5", "DING_DIST_DEBUG": "1", "HOME": "/root"})
+        [('DING_DIST_TIMOUT', 'DING_DIST_TIMEOUT')]
+    """
+    env = os.environ if env is None else env
+    known = {name.removeprefix(ENV_PREFIX): name for name in _BY_NAME}  # compared without the prefix they share
+    names = sorted(n for n in env if n.startswith(ENV_PREFIX) and n not in _BY_NAME)
+    close = {n: difflib.get_close_matches(n.removeprefix(ENV_PREFIX), list(known), n=1, cutoff=0.6) for n in names}
+    return [(n, known[close[n][0]] if close[n] else None) for n in names]
+
+
+def warn_unknown_env(env: Mapping[str, str] | None = None, prog: str = "ding_dist", stream: TextIO | None = None
+                     ) -> list[str]:  # fmt: skip
+    """Write one warning line to ``stream`` (default stderr) for each unknown ``DING_DIST_*`` name in ``env``
+    (:func:`unknown_env_vars`), naming the closest known one; the lines written. Its callers say it once per job:
+    ``ding-dist`` in the process the user started (its ranks inherit ``DING_DIST_ENV_CHECKED``), ``dist_init`` on
+    rank 0 of a job that no ``ding-dist`` checked.
+
+    Example:
+        >>> warn_unknown_env({"DING_DIST_DEBG": "1"}, stream=sys.stdout)
+        ding_dist: warning: unknown variable DING_DIST_DEBG (ignored); did you mean DING_DIST_DEBUG?
+        ['ding_dist: warning: unknown variable DING_DIST_DEBG (ignored); did you mean DING_DIST_DEBUG?']
+    """
+    users = ", ".join(var.name for var in ENV_VARS if var.set_by == "you")
+    lines = [
+        f"{prog}: warning: unknown variable {name} (ignored); "
+        + (f"did you mean {close}?" if close else f"ding_dist reads {users}")
+        for name, close in unknown_env_vars(env)
+    ]
+    if lines:
+        stream = sys.stderr if stream is None else stream
+        stream.write("".join(f"{line}\n" for line in lines))
+        stream.flush()
+    return lines

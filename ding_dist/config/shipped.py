@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import importlib.resources
 import os
 from pathlib import Path
@@ -66,8 +67,10 @@ def find_config(arg: str | os.PathLike) -> Path:
     shipped = configs_dir() / f"{name}_config.py"
     if shipped.is_file():
         return shipped
-    if len(path.parts) == 1 and path.suffix != ".py":  # a name, not a file: say which names there are
-        raise ConfigError(
-            f"config file {str(path)!r} does not exist and is not a shipped config: {', '.join(shipped_names())}"
-        )
+    if len(path.parts) == 1 and path.suffix != ".py":  # a name, not a file: the closest names first, then all
+        names = shipped_names()
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+        mean = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
+        raise ConfigError(f"config file {str(path)!r} does not exist and is not a shipped config; {mean}"
+                          f"the shipped configs: {', '.join(names)}")  # fmt: skip
     return path

@@ -8,6 +8,7 @@ then ``fsync`` the folder so the rename itself survives a power cut. Files get t
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -40,13 +41,17 @@ def shown_path(path: str | os.PathLike | None) -> str:
 def unwritable_reason(path: str | os.PathLike, folder: bool = False) -> str | None:
     """Why ``path`` (a file to be written, or with ``folder`` a folder to be created and written into) cannot be
     written, else None: checked at the nearest folder that exists, with a file created and removed there, so a
-    read-only mount or a folder without write permission is caught before any work (for root too).
+    read-only mount or a folder without write permission is caught before any work (for root too). A file's
+    folder must exist (it is never created for it, so a typo in it makes no folder); a new folder's parents may
+    be missing (they are created with it).
 
     Example:
         >>> unwritable_reason("/proc/x.png")  # doctest: +ELLIPSIS
         "... at '/proc'"
         >>> import tempfile
-        >>> unwritable_reason(tempfile.mkdtemp() + "/new/sub/x.png") is None
+        >>> unwritable_reason("/nonexistent_dir/x.png")
+        "folder '/nonexistent_dir' does not exist"
+        >>> unwritable_reason(tempfile.mkdtemp() + "/new/sub", folder=True) is None
         True
     """
     target = Path(path).absolute()
@@ -57,12 +62,41 @@ def unwritable_reason(path: str | os.PathLike, folder: bool = False) -> str | No
         existing = existing.parent
     if not existing.is_dir():
         return f"{str(existing)!r} is a file"
+    if not folder and existing != target.parent:
+        return f"folder {str(Path(path).parent)!r} does not exist"
     try:
         with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as e:
+        kind = _file_system(existing)
+        if e.errno == errno.ENOENT or kind in _KERNEL_FILE_SYSTEMS:  # /proc says ENOENT for an existing folder
+            what = f"the kernel's {kind} file system" if kind in _KERNEL_FILE_SYSTEMS else "the file system"
+            return f"no file or folder can be created in {what} at {str(existing)!r}"
         return f"{e.strerror or e} at {str(existing)!r}"
     return None
+
+
+#: File systems the kernel shows its state in (``/proc``, ``/sys``, ...): no file or folder of a user's goes there.
+_KERNEL_FILE_SYSTEMS = frozenset(
+    {"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs", "devpts", "bpf", "pstore"}
+)
+
+
+def _file_system(folder: Path) -> str | None:
+    """The type of the file system ``folder`` is on (``/proc/self/mounts``, Linux), or None when unknown."""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
+            mounts = [line.split()[1:3] for line in f if len(line.split()) > 2]
+    except OSError:
+        return None
+    best, kind = "", None
+    path = str(folder.resolve())
+    for point, fs in mounts:
+        point = point.replace("\\040", " ")
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fs
+    return kind
 
 
 def temp_name_prefix(path: str | os.PathLike) -> str:

@@ -149,4 +149,4 @@ def test_bad_retry_setting_is_a_clear_error():
     proc = _run_script(
         "import ding_dist as dd; dd.dist_init(backend='gloo', rank=0, world_size=1)", {"DING_DIST_INIT_RETRIES": "x"}
     )
-    assert "DING_DIST_INIT_RETRIES must be a non-negative integer, got 'x'" in proc.stderr
+    assert "DING_DIST_INIT_RETRIES='x': expected an integer >= 0" in proc.stderr

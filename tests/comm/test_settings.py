@@ -1,8 +1,16 @@
 """Launch-settings parsing: arguments, torchrun, SLURM, fake link, timeouts."""
 
+import ast
+import io
+import os
+import re
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import torch
 
 from ding_dist.comm import settings
 from ding_dist.comm.settings import (
@@ -113,8 +121,10 @@ def test_timeout_default_env_and_argument():
     assert resolve_timeout(env={}) == DEFAULT_TIMEOUT_S == 1800
     assert resolve_timeout(env={"DING_DIST_TIMEOUT": "45"}) == 45.0
     assert resolve_timeout(12, env={"DING_DIST_TIMEOUT": "45"}) == 12.0
-    with pytest.raises(ValueError, match="DING_DIST_TIMEOUT must be a number of seconds, got 'soon'"):
-        resolve_timeout(env={"DING_DIST_TIMEOUT": "soon"})
+    for bad in ("soon", "-5", "0", "inf", "nan"):
+        with pytest.raises(ValueError, match=f"^DING_DIST_TIMEOUT='{bad}': expected a number of seconds > 0$"):
+            resolve_timeout(env={"DING_DIST_TIMEOUT": bad})
+    assert resolve_timeout(env={"DING_DIST_TIMEOUT": ""}) == DEFAULT_TIMEOUT_S  # empty: unset
     with pytest.raises(ValueError, match="got -3"):
         resolve_timeout(-3, env={})
 
@@ -157,3 +167,141 @@ def test_free_port_falls_back_to_the_kernel_when_the_range_leaves_no_room(monkey
     monkeypatch.setattr(settings, "ephemeral_port_range", lambda: (1024, 65000))
     port = settings.free_port()
     assert 1024 <= port <= 65000
+
+
+# ---- the DING_DIST_* variables: one table, every value checked, unknown names named -----------------------------
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_table_holds_every_variable_the_code_reads():
+    """Every ``DING_DIST_*`` name the package's code holds (a string that is the name, as ``os.environ`` is read with)
+    is a row of ENV_VARS: a new variable cannot skip the checks."""
+    read = set()
+    for path in (REPO / "ding_dist").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                read |= set(re.findall(r"^DING_DIST_[A-Z0-9_]*[A-Z0-9]$", node.value))
+    assert {"DING_DIST_TIMEOUT", "DING_DIST_OMP_DEFAULTED", "DING_DIST_DING_REPORTED"} <= read
+    assert read - {v.name for v in settings.ENV_VARS} == set()
+    assert len({v.name for v in settings.ENV_VARS}) == len(settings.ENV_VARS) == 13
+
+
+def test_the_docs_list_every_variable_as_the_table_does():
+    text = (REPO / "docs" / "reliability.md").read_text()
+    for var in settings.ENV_VARS:
+        assert f"| `{var.name}` | {var.takes} | {var.meaning} |" in text, var.name
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "value"),
+    [
+        ("DING_DIST_TIMEOUT", "90", 90.0),
+        ("DING_DIST_TIMEOUT", "0.5", 0.5),
+        ("DING_DIST_BACKEND", "gloo", "gloo"),
+        ("DING_DIST_BACKEND", " cpu:gloo, cuda:gloo ", "cpu:gloo, cuda:gloo"),
+        ("DING_DIST_INIT_RETRIES", "0", 0),
+        ("DING_DIST_DEBUG", "1", True),
+        ("DING_DIST_DEBUG", "off", False),
+        ("DING_DIST_TRACK", "True", True),
+        ("DING_DIST_TRACK", "0", False),
+        ("DING_DIST_HEARTBEAT_S", "0", 0.0),
+        ("DING_DIST_START_METHOD", "subprocess", "subprocess"),
+        ("DING_DIST_HEARTBEAT_STORE", "node0:29400", "node0:29400"),
+        ("DING_DIST_HEARTBEAT_STARTUP_GRACE_S", "12.0", 12.0),
+    ],
+)
+def test_good_values_parse(name, raw, value):
+    assert settings.env_value(name, {name: raw}) == value
+    assert settings.env_value(name, {name: ""}) is None and settings.env_value(name, {}) is None  # empty: unset
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "message"),
+    [
+        ("DING_DIST_TIMEOUT", "abc", "DING_DIST_TIMEOUT='abc': expected a number of seconds > 0"),
+        ("DING_DIST_TIMEOUT", "-5", "DING_DIST_TIMEOUT='-5': expected a number of seconds > 0"),
+        ("DING_DIST_BACKEND", "glooo", "DING_DIST_BACKEND='glooo': expected gloo, nccl (with CUDA GPUs), mpi, or a "
+         "per-device list such as cpu:gloo,cuda:nccl"),
+        ("DING_DIST_BACKEND", "gpu:gloo", "DING_DIST_BACKEND='gpu:gloo': expected gloo, nccl"),
+        ("DING_DIST_INIT_RETRIES", "1.5", "DING_DIST_INIT_RETRIES='1.5': expected an integer >= 0"),
+        ("DING_DIST_INIT_RETRIES", "-1", "DING_DIST_INIT_RETRIES='-1': expected an integer >= 0"),
+        ("DING_DIST_DEBUG", "2", "DING_DIST_DEBUG='2': expected 1 or 0 (or true/false, yes/no, on/off)"),
+        ("DING_DIST_TRACK", "maybe", "DING_DIST_TRACK='maybe': expected 1 or 0 (or true/false, yes/no, on/off)"),
+        ("DING_DIST_HEARTBEAT_GRACE_S", "inf", "DING_DIST_HEARTBEAT_GRACE_S='inf': expected a number of seconds >= 0"),
+        ("DING_DIST_START_METHOD", "spawn", "DING_DIST_START_METHOD='spawn': expected 'fork' or 'subprocess'"),
+        ("DING_DIST_HEARTBEAT_STORE", "node0", "DING_DIST_HEARTBEAT_STORE='node0': expected host:port"),
+    ],
+)  # fmt: skip
+def test_bad_values_are_one_line_naming_the_variable_its_value_and_what_it_takes(name, raw, message):
+    with pytest.raises(ValueError) as info:
+        settings.env_value(name, {name: raw})
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+    with pytest.raises(ValueError) as every:
+        settings.check_env_values({name: raw, "HOME": "/root"})
+    assert str(every.value) == str(info.value)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() > 0, reason="this machine has CUDA GPUs: nccl is a good value")
+def test_nccl_without_cuda_says_there_is_none():
+    with pytest.raises(ValueError) as info:
+        settings.env_value("DING_DIST_BACKEND", {"DING_DIST_BACKEND": "cpu:gloo,cuda:nccl"})
+    assert str(info.value).startswith("DING_DIST_BACKEND='cpu:gloo,cuda:nccl': nccl needs CUDA GPUs and this "
+                                      "machine has none; expected gloo, nccl (with CUDA GPUs)")  # fmt: skip
+
+
+def test_every_bad_value_in_one_line_and_the_heartbeat_checked_as_a_whole():
+    with pytest.raises(ValueError) as info:
+        settings.check_env_values({"DING_DIST_TIMEOUT": "abc", "DING_DIST_DEBUG": "yes please"})
+    assert str(info.value) == ("DING_DIST_TIMEOUT='abc': expected a number of seconds > 0; DING_DIST_DEBUG='yes "
+                               "please': expected 1 or 0 (or true/false, yes/no, on/off)")  # fmt: skip
+    with pytest.raises(ValueError, match=r"^the heartbeat grace \(1 s, DING_DIST_HEARTBEAT_GRACE_S\) must be at"):
+        settings.check_env_values({"DING_DIST_HEARTBEAT_S": "2", "DING_DIST_HEARTBEAT_GRACE_S": "1"})
+    settings.check_env_values({"DING_DIST_TIMEOUT": "30", "DING_DIST_TIMOUT": "x", "DING_DIST_DEBUG": ""})
+
+
+def test_unknown_names_get_the_closest_known_name_in_one_warning_line_each():
+    env = {"DING_DIST_TIMOUT": "5", "DING_DIST_DEBG": "1", "DING_DIST_XYZ": "1", "DING_DIST_DEBUG": "1", "PATH": "/"}
+    assert settings.unknown_env_vars(env) == [
+        ("DING_DIST_DEBG", "DING_DIST_DEBUG"),
+        ("DING_DIST_TIMOUT", "DING_DIST_TIMEOUT"),
+        ("DING_DIST_XYZ", None),
+    ]
+    out = io.StringIO()
+    lines = settings.warn_unknown_env(env, prog="ding-dist", stream=out)
+    assert out.getvalue().splitlines() == lines
+    assert lines == [
+        "ding-dist: warning: unknown variable DING_DIST_DEBG (ignored); did you mean DING_DIST_DEBUG?",
+        "ding-dist: warning: unknown variable DING_DIST_TIMOUT (ignored); did you mean DING_DIST_TIMEOUT?",
+        "ding-dist: warning: unknown variable DING_DIST_XYZ (ignored); ding_dist reads DING_DIST_TIMEOUT, "
+        "DING_DIST_BACKEND, DING_DIST_INIT_RETRIES, DING_DIST_DEBUG, DING_DIST_TRACK, DING_DIST_HEARTBEAT_S, "
+        "DING_DIST_HEARTBEAT_GRACE_S, DING_DIST_START_METHOD",
+    ]
+    assert settings.warn_unknown_env({"DING_DIST_TIMEOUT": "5"}, stream=out) == []
+
+
+_DIST_INIT = """
+import ding_dist as dd
+try:
+    dd.dist_init()
+except ValueError as e:
+    print("ValueError:", e)
+"""
+
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DING_DIST_", "RANK", "WORLD_SIZE", "SLURM"))}
+    return subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+
+
+def test_the_python_api_checks_the_variables_before_any_work():
+    """``dist_init`` (so ``train()``, ``launch``, every rank): a bad value is one ValueError line; a typo is one
+    warning line on stderr, and nothing when ding-dist has checked the job already."""
+    done = _python(_DIST_INIT, DING_DIST_TIMEOUT="-5")
+    assert done.stdout == "ValueError: DING_DIST_TIMEOUT='-5': expected a number of seconds > 0\n", done.stderr
+    done = _python(_DIST_INIT, DING_DIST_TIMOUT="5")
+    assert done.returncode == 0 and done.stdout == ""
+    assert done.stderr == "ding_dist: warning: unknown variable DING_DIST_TIMOUT (ignored); did you mean " \
+                          "DING_DIST_TIMEOUT?\n"  # fmt: skip
+    done = _python(_DIST_INIT, DING_DIST_TIMOUT="5", DING_DIST_ENV_CHECKED="1")
+    assert done.returncode == 0 and done.stderr == ""

@@ -90,10 +90,10 @@ class _Job:
     """``ding-dist train ...`` in its own session, output in a file, every descendant tagged."""
 
     def __init__(self, tmp_path: Path, *args: str | Path, env: dict[str, str] | None = None) -> None:
-        self.tag = f"DING_DIST_TEST_TAG={uuid.uuid4().hex}".encode()
+        self.tag = f"DINGDIST_TEST_TAG={uuid.uuid4().hex}".encode()
         extra = env or {}
         env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
-        env.update(OMP_NUM_THREADS="1", DING_DIST_TEST_TAG=self.tag.split(b"=")[1].decode(), **extra)
+        env.update(OMP_NUM_THREADS="1", DINGDIST_TEST_TAG=self.tag.split(b"=")[1].decode(), **extra)
         self.log = tmp_path / f"job_{uuid.uuid4().hex[:6]}.txt"
         self._out = open(self.log, "w")  # noqa: SIM115 (closed in wait)
         cmd = [sys.executable, "-m", "ding_dist.entry.cli", "train", *map(str, args)]

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 
-from ..settings import HEARTBEAT_GRACE_ENV
+from ..settings import HEARTBEAT_GRACE_ENV, HEARTBEAT_STORE_ENV, STARTUP_GRACE_ENV
 
 __all__ = ["KEY_PREFIX", "STARTUP_GRACE_ENV", "STORE_ENV", "beat_key", "frozen_message", "startup_grace"]
 
-#: ``host:port`` of the store a launcher serves and watches; set by the launcher for its ranks.
-STORE_ENV = "DING_DIST_HEARTBEAT_STORE"
-#: The grace of a rank still starting (seconds); set by the launcher for its ranks, else :func:`startup_grace`.
-STARTUP_GRACE_ENV = "DING_DIST_HEARTBEAT_STARTUP_GRACE_S"
+#: ``host:port`` of the store a launcher serves and watches; set by the launcher for its ranks. The grace of a
+#: rank still starting (seconds), ``STARTUP_GRACE_ENV``, too; else :func:`startup_grace`.
+STORE_ENV = HEARTBEAT_STORE_ENV
 #: Processes per CPU core up to which a starting rank gets the plain grace.
 _PER_CORE_AT_PLAIN_GRACE = 2
 KEY_PREFIX = "ding_dist/heartbeat/"

@@ -22,7 +22,7 @@ import torch.distributed as dist
 from ..debug import DeadRankError
 from ..init import on_finalize
 from ..link import current_link
-from ..settings import resolve_heartbeat, running_settings
+from ..settings import env_value, resolve_heartbeat, running_settings
 from .beats import KEY_PREFIX, STARTUP_GRACE_ENV, STORE_ENV, beat_key, frozen_message, startup_grace
 
 __all__ = [
@@ -50,11 +50,8 @@ def _split_address(address: str) -> tuple[str, int]:
 
 
 def _startup_grace_from_env(grace: float, nproc: int) -> float:
-    raw = os.environ.get(STARTUP_GRACE_ENV, "")
-    try:
-        return max(float(raw), grace) if raw else startup_grace(grace, nproc)
-    except ValueError:
-        return startup_grace(grace, nproc)
+    given = env_value(STARTUP_GRACE_ENV)  # set by a launcher for its ranks
+    return startup_grace(grace, nproc) if given is None else max(given, grace)
 
 
 class Heartbeat:
@@ -261,7 +258,7 @@ def start_heartbeat(
         if period_s == 0:
             return None
         rank, world_size = link.rank(None), link.world_size(None)
-        address = store if store is not None else os.environ.get(STORE_ENV) or None
+        address = store if store is not None else env_value(STORE_ENV)
         watched = address is not None  # a launcher serves the store and watches it
         watch = not watched if watch is None else watch
         store_rank: int | None = None

@@ -23,8 +23,9 @@ ends with a summary naming the rank that failed first, how (exit code or signal)
 line. SIGINT ends with exit code 130, SIGTERM with 143, after every rank has stopped.
 
 Bad input (missing files, bad ``--set`` syntax, bad or negative numbers, unknown config keys, env ids
-that do not exist) ends with one line ``ding-dist: error: ...`` on stderr and exit code 2, before any
-process is started.
+that do not exist, a bad ``DING_DIST_*`` variable, an output file whose folder does not exist) ends with one
+line ``ding-dist: error: ...`` on stderr and exit code 2, before any process is started; a misspelt
+``DING_DIST_*`` name is one warning line naming the closest known one.
 
 The package: :mod:`~ding_dist.entry.cli.parser` (the arguments), :mod:`~ding_dist.entry.cli.commands` (``main``
 and ``run``), one module per command family (:mod:`~ding_dist.entry.cli.train`: train, resume, requeue;

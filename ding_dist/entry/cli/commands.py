@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import threading
@@ -41,7 +42,7 @@ from ding_dist.entry.cli.errors import (
     record_for_launcher,
 )
 from ding_dist.entry.cli.evaluate import eval_command
-from ding_dist.entry.cli.launching import STOP_CODES
+from ding_dist.entry.cli.launching import STOP_CODES, checked_env
 from ding_dist.entry.cli.parser import build_parser
 from ding_dist.entry.cli.train import train_command
 from ding_dist.utils.exp_lock import ExperimentInUseError
@@ -82,8 +83,9 @@ def _main(argv: Sequence[str] | None) -> int:
         args.algo = args.env = args.exp_dir = None
     commands = {"train": lambda a: train_command(a, main), "eval": eval_command, "plot": _plot, "config": config_show,
                 "ckpt": ckpt_convert}  # fmt: skip
-    try:
-        return commands[args.command](args)
+    try:  # the commands that start work check every DING_DIST_* variable first
+        with checked_env() if args.command in ("train", "eval") else contextlib.nullcontext():
+            return commands[args.command](args)
     except (UsageError, ConfigError, CheckpointError, ExperimentInUseError) as e:
         record_for_launcher(e)
         error_line(" ".join(str(e).split()))

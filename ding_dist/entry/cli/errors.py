@@ -86,16 +86,25 @@ def record_for_launcher(e: BaseException) -> None:
 def refuse_unwritable(path: str | os.PathLike, what: str, folder: bool = False) -> None:
     """Raise :class:`UsageError` (one line) unless ``path``, an output file (``folder``: a folder) named by ``what``
     (e.g. ``--out``), can be written; checked before any work, not after an episode was rendered or runs were read.
+    A file's folder must exist: it is never created (a typo in it would make a stray folder).
 
     Example:
         >>> refuse_unwritable("/proc/curve.png", "--out")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
         ding_dist.entry.cli.errors.UsageError: --out '/proc/curve.png' cannot be written (... at '/proc'); ...
+        >>> refuse_unwritable("/nonexistent_dir/x.gif", "--gif")
+        Traceback (most recent call last):
+        ...
+        ding_dist.entry.cli.errors.UsageError: --gif '/nonexistent_dir/x.gif': folder '/nonexistent_dir' does not exist
     """
+    from pathlib import Path
+
     from ding_dist.utils.fileio import unwritable_reason
 
     why = unwritable_reason(path, folder=folder)
+    if why and not folder and why == f"folder {str(Path(path).parent)!r} does not exist":
+        raise UsageError(f"{what} {str(path)!r}: {why}")
     if why:
         kind = "folder" if folder else "path"
         raise UsageError(f"{what} {str(path)!r} cannot be written ({why}); choose another {kind}")

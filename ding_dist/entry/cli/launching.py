@@ -26,17 +26,16 @@ from ding_dist.entry.cli.errors import (
     EXIT_SIGTERM,
     EXIT_SIGUSR1,
     PROG,
+    UsageError,
 )
-from ding_dist.utils.fileio import shown_path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEBUG_ENV", "STOP_CODES", "TIMEOUT_ENV", "child_argv", "env_set", "print_rank0", "restart_env",
-           "run_rank", "run_recorded_rank", "train_summary"]  # fmt: skip
+__all__ = ["DEBUG_ENV", "STOP_CODES", "TIMEOUT_ENV", "checked_env", "child_argv", "env_set", "print_rank0",
+           "restart_env", "run_rank", "run_recorded_rank", "train_summary"]  # fmt: skip
 
+# Two of ding_dist.comm.settings.ENV_VARS (named here too: this module imports no torch), set for the ranks.
 DEBUG_ENV = "DING_DIST_DEBUG"
-
-
 TIMEOUT_ENV = "DING_DIST_TIMEOUT"
 
 
@@ -61,6 +60,31 @@ def env_set(values: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = old
+
+
+@contextmanager
+def checked_env() -> Iterator[None]:
+    """Every ``DING_DIST_*`` variable checked before a command's work (``ding_dist.comm.settings.ENV_VARS``): a bad
+    value is one :class:`UsageError` line naming it, its value and what it takes. An unknown name is one warning
+    line naming the closest known one, once per job: in the process the user started, or on rank 0 of a launcher
+    that is not ding-dist's; the ranks this command starts inherit ``DING_DIST_ENV_CHECKED`` and stay quiet.
+
+    Example::
+
+        with checked_env():   # DING_DIST_TIMEOUT=abc: "ding-dist: error: DING_DIST_TIMEOUT='abc': expected ..."
+            train_command(args, main)
+    """
+    from ding_dist.comm.settings import ENV_CHECKED_ENV, check_env_values, warn_unknown_env
+
+    try:
+        check_env_values()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID"))
+    if rank is None or (rank in ("0", "") and ENV_CHECKED_ENV not in os.environ):
+        warn_unknown_env(prog=PROG)
+    with env_set({ENV_CHECKED_ENV: "1"}):
+        yield
 
 
 def child_argv(args: argparse.Namespace, config: Path, exp_dir: Path) -> list[str]:
@@ -121,11 +145,10 @@ def run_rank(args: argparse.Namespace, cfg: Any) -> int:
                 max_env_steps=args.max_env_steps,
                 resume=args.resume,
                 health_timeout=args.health_timeout,
+                log_summary=False,  # printed on stdout below
             )
             print_rank0(train_summary(result, args.exp_dir))
-            stopped = result.get("stopped_by")
-            if stopped in STOP_CODES:  # a preempted run: its step is checkpointed; the shell sees the signal's code
-                print_rank0(f"{PROG}: stopped by {stopped} at env step {result['env_steps']}, checkpointed")
+            stopped = result.get("stopped_by")  # a preempted run: the shell sees the signal's code
     finally:
         set_debug(was_debug)
     return STOP_CODES.get(stopped, 0)
@@ -139,16 +162,8 @@ def run_recorded_rank(args: argparse.Namespace, cfg: Any) -> int:
 
 
 def train_summary(result: dict[str, Any], exp_dir: str | None) -> str:
-    """The one line ``ding-dist train`` prints after a run: steps, world size, time, eval returns, result file."""
+    """What ``ding-dist train`` prints after a run (:func:`~ding_dist.entry.services.summary.run_summary`): steps,
+    world size, time, eval returns, result file; why it stopped; its checkpoints; the commands to run next."""
+    from ding_dist.entry.services.summary import run_summary
 
-    def num(key: str) -> str:
-        value = result.get(key)
-        return f"{value:.2f}" if isinstance(value, (int, float)) else str(value)
-
-    folder = result.get("exp_dir") or exp_dir
-    where = f"; result: {shown_path(Path(folder) / 'result.json')}" if folder else ""
-    return (
-        f"trained {result.get('env_steps')} env steps ({result.get('train_iters')} train iters, "
-        f"world size {result.get('world_size')}) in {num('wall_time_s')} s; "
-        f"eval return best {num('best_eval_return')}, last {num('last_eval_return')}{where}"
-    )
+    return "\n".join(run_summary(result, exp_dir))

@@ -233,7 +233,12 @@ def start_method(nproc: int, cores: int, asked: str = "", cuda_built: bool = Fal
 
 def _start_method(nproc: int, cores: int) -> tuple[str, str]:
     """:func:`start_method` with ``DING_DIST_START_METHOD`` and this torch's CUDA build."""
-    asked = os.environ.get(START_METHOD_ENV, "")
+    from ding_dist.comm.settings import env_value  # the table of DING_DIST_* variables
+
+    try:
+        asked = env_value(START_METHOD_ENV) or ""
+    except ValueError as e:  # checked before any work by ding-dist already; one line here too
+        raise UsageError(str(e)) from None
     if asked:
         return start_method(nproc, cores, asked)
     import torch

@@ -21,6 +21,7 @@ import logging
 import math
 import os
 import re
+import shlex
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -178,11 +179,14 @@ def done_message(
 ) -> str | None:
     """One line saying that the run a checkpoint ``state`` continues is already done, or None when it is not.
 
-    Done: the checkpoint's last evaluation reached ``stop_value``, or its env steps reached ``max_env_steps``.
+    Done: the checkpoint's last evaluation reached ``stop_value``, or its env steps reached ``max_env_steps``. The
+    advice for a run that reached its stop value is a command that ends: a budget above its steps (the resume then
+    trains on past the stop value, to that budget), never ``env.stop_value=None`` alone, which trains until Ctrl-C.
 
-    Example::
-
-        done_message("runs/x", load_checkpoint(path), stop_value=195, max_env_steps=None)
+    Example:
+        >>> done_message("runs/x", {"counters": {"env_steps": 512, "last_eval": 500.0}}, 475, None)
+        "run 'runs/x' is already done at env step 512 with eval return 500.00 >= env.stop_value=475; to train on \
+past it, give a --max-env-steps above 512: ding-dist resume runs/x --max-env-steps 1024"
     """
     c = state.get("counters") or {}
     steps, last = c.get("env_steps", 0), c.get("last_eval")
@@ -190,11 +194,11 @@ def done_message(
     where = f"run {str(exp_dir)!r} is already done at env step {steps} with eval return {ret}"
     solved = reached_stop_value(state, stop_value)
     at_budget = max_env_steps is not None and steps >= max_env_steps
-    if solved:  # advice that works as printed: the stop value must go, and the budget too if it was spent
-        budget = f" and --max-env-steps above {steps}" if at_budget else ""
+    if solved:  # advice that works as printed and ends: a budget (past the stop value, which the resume then drops)
+        command = f"ding-dist resume {shlex.quote(str(exp_dir))} --max-env-steps {max(2 * steps, steps + 1)}"
         return (
-            f"{where} >= env.stop_value={stop_value:g}; to continue, give --set env.stop_value=None "
-            f"(or a value above {ret}){budget}"
+            f"{where} >= env.stop_value={stop_value:g}; to train on past it, give a --max-env-steps above {steps}: "
+            f"{command}"
         )
     if at_budget:
         return f"{where}, at its --max-env-steps {max_env_steps}; to continue, give --max-env-steps above {steps}"
