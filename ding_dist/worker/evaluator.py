@@ -42,8 +42,11 @@ class Evaluator:
     from ``episode_seed(seeds[i], k)`` (counting over the evaluator's life, so each evaluation sees new episodes). An
     env that crashed and was recreated (a :class:`~ding_dist.envs.restarting.RestartingVectorEnv`,
     ``make_vec_env(..., restarting=True)``) runs the episode the crash cut short again from its seed, so the
-    counted episodes are the ones a run without crashes counts (a warning says how many were run again). Construct
-    it with ``venv=None`` on ranks other than 0.
+    counted episodes are the ones a run without crashes counts (a warning says how many were run again). The result
+    lists the episodes in their planned order (each env's first episode, env by env, then each env's second, ...),
+    not in the order they ended, with each one's reset seed (``seeds``), so an episode can be played again from its
+    seed (``ding-dist eval --video`` records the evaluated episodes so). Construct it with ``venv=None`` on ranks
+    other than 0.
 
     Example::
 
@@ -74,7 +77,9 @@ class Evaluator:
         self._started: list[int] | None = None  # per env: episodes started before the one it runs now
 
     def evaluate(self) -> dict[str, Any]:
-        """Greedy episodes on this process; returns ``mean_return, std_return, returns, lengths``."""
+        """Greedy episodes on this process; returns ``mean_return, std_return, returns, lengths, seeds``: the
+        episodes in their planned order, ``seeds`` their reset seeds (None each when the vector env cannot reset one
+        env from a seed of its own, e.g. envpool: it runs its own stream)."""
         if self.venv is None:
             raise RuntimeError("this evaluator has no env (it was built for a rank other than 0)")
         n = self.venv.num_envs
@@ -92,8 +97,7 @@ class Evaluator:
         if not seeded:
             self._seeds = None  # later evaluations continue each env's RNG stream
         ep_return, ep_length = np.zeros(n), np.zeros(n, dtype=np.int64)
-        returns: list[float] = []
-        lengths: list[int] = []
+        episodes: list[tuple[int, int, float, int, int | None]] = []  # (k-th of its env, env, return, length, seed)
         done_count = np.zeros(n, dtype=np.int64)
         reruns = 0
         restarted = self._restarted(info, n)
@@ -111,8 +115,8 @@ class Evaluator:
             ended = terminated | truncated
             for i in np.flatnonzero(ended):
                 if done_count[i] < quota[i]:
-                    returns.append(float(ep_return[i]))
-                    lengths.append(int(ep_length[i]))
+                    seed = self._episode_seed(i) if seeded else None
+                    episodes.append((int(done_count[i]), int(i), float(ep_return[i]), int(ep_length[i]), seed))
                     done_count[i] += 1
                     self._started[i] += 1  # its next episode, in this evaluation or the next one
                 ep_return[i], ep_length[i] = 0.0, 0
@@ -122,11 +126,14 @@ class Evaluator:
         if reruns:
             logger.warning("evaluation: %d episode(s) cut short by an env crash were run again from their start "
                            "(same seed): the mean counts the %d planned episodes", reruns, self.n_episode)  # fmt: skip
+        episodes.sort(key=lambda e: e[:2])  # planned order: not the shortest episodes first
+        returns = [e[2] for e in episodes]
         return {
             "mean_return": float(np.mean(returns)),
             "std_return": float(np.std(returns)),
             "returns": returns,
-            "lengths": lengths,
+            "lengths": [e[3] for e in episodes],
+            "seeds": [e[4] for e in episodes],
         }
 
     def _episode_seed(self, i: int) -> int | None:

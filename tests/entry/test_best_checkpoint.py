@@ -42,7 +42,8 @@ def test_summary_says_why_the_run_stopped_and_a_next_command_that_ends():
     assert solved[1:] == [
         "stopped by stop_value: an evaluation reached env.stop_value",
         "checkpoints: runs/x/ckpt/ckpt_000020480.pt (last)",
-        "next: ding-dist eval --ckpt runs/x  |  ding-dist resume runs/x --set env.stop_value=None --max-env-steps 40960",
+        "next: ding-dist eval --ckpt runs/x  |  "
+        "ding-dist resume runs/x --set env.stop_value=None --max-env-steps 40960",
     ]
     signalled = run_summary({**common, "stopped_by": "SIGTERM"})
     assert signalled[1] == "stopped by SIGTERM at env step 20480, checkpointed"

@@ -25,7 +25,7 @@ def test_eval_json_per_episode(tmp_path, capsys):
     assert cli.main(["eval", str(PPO), "--ckpt", str(run), "--episodes", "3", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert len(record["episodes"]) == 3
-    assert all(set(e) == {"return", "length"} for e in record["episodes"])
+    assert all(set(e) == {"return", "length", "seed"} for e in record["episodes"])
     assert all(e["length"] >= 1 and e["return"] == e["length"] for e in record["episodes"])  # CartPole: +1 a step
     returns = [e["return"] for e in record["episodes"]]
     assert record["mean_return"] == pytest.approx(sum(returns) / 3)
@@ -47,6 +47,7 @@ def test_eval_video_writes_the_file_named_episodes_back_to_back(tmp_path, short_
     pytest.importorskip("moviepy", reason="the render extra is not installed")
     imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")  # comes with moviepy
     capsys.readouterr()
+    (tmp_path / "videos").mkdir()
     out = tmp_path / "videos" / "cartpole.mp4"
     assert cli.main(["eval", "--ckpt", str(short_run), "--episodes", "2", "--video", str(out), "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
@@ -60,8 +61,9 @@ def test_eval_video_writes_the_file_named_episodes_back_to_back(tmp_path, short_
     one = tmp_path / "one.mp4"
     assert cli.main(["eval", "--ckpt", str(short_run), "--video", str(one)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"wrote {one} (1 episode, seed 0)"
-    assert lines[1].endswith("over 10 episodes (seed 0)")
+    assert lines[0].startswith(f"evaluating {short_run / 'ckpt'}")
+    assert lines[1] == f"wrote {one} (evaluated episode 1 of 10: 5 steps)"
+    assert lines[2].endswith("over 10 episodes (seed 0)")
     assert imageio_ffmpeg.count_frames_and_secs(str(one))[0] == 6
 
 
@@ -80,7 +82,7 @@ def test_eval_video_prints_our_lines_only(tmp_path, short_run):
     for needle in ("Overwriting existing videos", "XDG_RUNTIME_DIR", "WARN", "ALSA", "Warning"):
         assert needle not in done.stderr, done.stderr
     assert [line for line in done.stderr.splitlines() if " INFO ding_dist." not in line] == []
-    assert done.stdout.splitlines()[0] == "wrote out.mp4 (1 episode, seed 0)"
+    assert done.stdout.splitlines()[1] == "wrote out.mp4 (evaluated episode 1 of 10: 5 steps)"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4"]
     assert (tmp_path / "out.mp4").stat().st_size > 1000
 

@@ -1,4 +1,4 @@
-"""``ding-dist eval --gif OUT.gif``: greedy episodes, back to back, as one animated GIF (rgb_array frames
+"""``ding-dist eval --gif OUT.gif``: the evaluated episodes, back to back, as one animated GIF (rgb_array frames
 written with Pillow); the message when the render extra is missing."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def ppo_run(tmp_path_factory) -> Path:
 
 def test_write_gif_frames_timing_and_size(tmp_path):
     frames = [np.full((300, 600, 3), (40 * k, 0, 255 - 40 * k), np.uint8) for k in range(5)]
-    out = write_gif(frames, tmp_path / "sub" / "a.gif", fps=50, max_width=300)
+    out = write_gif(frames, tmp_path / "a.gif", fps=50, max_width=300)
     with Image.open(out) as gif:
         assert gif.format == "GIF" and gif.n_frames == 5
         assert gif.size == (300, 150)  # scaled to max_width, aspect kept
@@ -42,6 +42,9 @@ def test_write_gif_frames_timing_and_size(tmp_path):
     assert not list(out.parent.glob(".*tmp"))  # written through a temporary file
     with pytest.raises(ValueError, match="no frames"):
         write_gif([], tmp_path / "b.gif")
+    with pytest.raises(FileNotFoundError):  # an output's missing folder is not created
+        write_gif(frames, tmp_path / "missing" / "c.gif")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.gif"]
 
 
 class _Left:
@@ -64,13 +67,14 @@ def test_record_gif_one_frame_per_step_episodes_back_to_back(tmp_path):
             steps, done = steps + 1, terminated or truncated
         lengths.append(steps)
         env.close()
-    assert record_gif(cfg, _Left(), tmp_path / "cart.gif", episodes=2, seed=7) == tmp_path / "cart.gif"
+    recorded = record_gif(cfg, _Left(), tmp_path / "cart.gif", seeds=[7, 8])
+    assert recorded == (tmp_path / "cart.gif", lengths, [float(n) for n in lengths])  # CartPole: +1 a step
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cart.gif"]
     with Image.open(tmp_path / "cart.gif") as gif:
         assert gif.size[0] <= 480
         # Each episode's reset frame and one per step, at CartPole's render_fps of 50.
         assert _duration_ms(gif) == 20 * (lengths[0] + 1 + lengths[1] + 1)
-    assert record_gif(cfg, _Left(), tmp_path / "one.gif", episodes=1, seed=7) == tmp_path / "one.gif"
+    assert record_gif(cfg, _Left(), tmp_path / "one.gif", seeds=[7]).path == tmp_path / "one.gif"
     with Image.open(tmp_path / "one.gif") as gif:
         assert _duration_ms(gif) == 20 * (lengths[0] + 1)
 
@@ -88,6 +92,7 @@ def test_eval_gif_from_the_cli(tmp_path, ppo_run, capsys):
     """One episode recorded unless --episodes says otherwise (the evaluation itself plays 10 by default)."""
     pytest.importorskip("pygame", reason="the render extra is not installed")
     capsys.readouterr()
+    (tmp_path / "gifs").mkdir()
     out = tmp_path / "gifs" / "cartpole.gif"
     assert cli.main(["eval", "--ckpt", str(ppo_run), "--gif", str(out), "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
@@ -95,7 +100,7 @@ def test_eval_gif_from_the_cli(tmp_path, ppo_run, capsys):
     with Image.open(out) as gif:
         assert _duration_ms(gif) == 20 * 6  # one 5-step episode
     assert cli.main(["eval", "--ckpt", str(ppo_run), "--episodes", "2", "--gif", str(out)]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == f"wrote {out} (2 episodes, seeds 0..1)"
+    assert capsys.readouterr().out.splitlines()[1] == f"wrote {out} (the 2 evaluated episodes: 5, 5 steps)"
     with Image.open(out) as gif:
         assert _duration_ms(gif) == 20 * 12
     assert sorted(p.name for p in out.parent.iterdir()) == ["cartpole.gif"]
@@ -132,10 +137,15 @@ def test_an_output_that_cannot_be_written_is_one_line_before_any_episode(tmp_pat
     capsys.readouterr()
     (tmp_path / "a_file").write_text("")
     blocked = tmp_path / "a_file" / name
-    for out, why in ((f"/sys/{name}", "Permission denied at '/sys'"), (blocked, f"'{tmp_path / 'a_file'}' is a file")):
+    missing = tmp_path / "missing" / name  # its folder is never created
+    for out, needle in (
+        (f"/sys/{name}", f"{flag} '/sys/{name}' cannot be written ("),
+        (blocked, f"{flag} '{blocked}' cannot be written ('{tmp_path / 'a_file'}' is a file); choose another path"),
+        (missing, f"{flag} '{missing}'"),
+    ):
         code = cli.main(["eval", "--ckpt", str(ppo_run), "--episodes", "1", flag, str(out)])
         captured = capsys.readouterr()
         lines = [line for line in captured.err.splitlines() if " INFO ding_dist." not in line]
-        assert code == 2
-        assert lines == [f"ding-dist: error: {flag} '{out}' cannot be written ({why}); choose another path"]
+        assert code == 2 and len(lines) == 1 and lines[0].startswith(f"ding-dist: error: {needle}")
         assert captured.out == ""  # no evaluation ran, nothing was rendered
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]

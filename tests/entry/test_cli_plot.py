@@ -65,13 +65,17 @@ def test_aggregate_mean_and_student_t_band_on_a_common_grid():
     assert grid.tolist() == [0.0, 5.0, 10.0, 15.0, 20.0, 25.0]
     assert count.tolist() == [1, 2, 2, 2, 2, 1]
     np.testing.assert_allclose(mean, [0.0, 10.0, 15.0, 20.0, 25.0, 35.0])  # 0, (5 + 15) / 2, ..., 35
-    half = 12.706 * np.std([5.0, 15.0], ddof=1) / math.sqrt(2)  # t(0.975, df=1)
-    np.testing.assert_allclose((high - mean)[1:5], half)
-    np.testing.assert_allclose((mean - low)[1:5], half)
+    # t(0.975, df=1) * s / sqrt(2) = 63.5 around each mean: cut to the values the runs reach, 0 to 35
+    assert 12.706 * np.std([5.0, 15.0], ddof=1) / math.sqrt(2) > 35.0
+    assert low[1:5].tolist() == [0.0] * 4 and high[1:5].tolist() == [35.0] * 4
     assert np.isnan(low[[0, 5]]).all() and np.isnan(high[[0, 5]]).all()  # one run there: no band
     _, mean3, low3, high3, _ = aggregate([([0, 1], [1.0, 1.0]), ([0, 1], [2.0, 2.0]), ([0, 1], [3.0, 3.0])])
     np.testing.assert_allclose(mean3, 2.0)
-    np.testing.assert_allclose(high3 - mean3, 4.303 * 1.0 / math.sqrt(3))  # t(0.975, df=2), s = 1
+    assert low3.tolist() == [1.0, 1.0] and high3.tolist() == [3.0, 3.0]  # 2 +- 2.48 (t(0.975, df=2), s = 1), cut
+    ten = aggregate([([0, 1], [float(v), float(v)]) for v in range(10)])  # 0..9: a band inside the values
+    half = 2.262 * np.std(np.arange(10.0), ddof=1) / math.sqrt(10)  # t(0.975, df=9)
+    np.testing.assert_allclose(ten.high - ten.mean, half)
+    np.testing.assert_allclose(ten.mean - ten.low, half)
     _, one, low1, high1, count1 = aggregate([([0, 1], [4.0, 5.0])])
     assert one.tolist() == [4.0, 5.0] and count1.tolist() == [1, 1]
     assert np.isnan(low1).all() and np.isnan(high1).all()
@@ -82,8 +86,8 @@ def test_aggregate_holds_a_solved_run_and_leaves_gaps_empty():
     held = aggregate(curves, hold=[False, True])  # run 2 reached stop_value at x=10: 60 carried to x=30
     assert held.count.tolist() == [2, 2, 2, 2]
     np.testing.assert_allclose(held.mean, [25.0, 35.0, 40.0, 45.0])
-    half = 12.706 * np.std([20.0, 60.0], ddof=1) / math.sqrt(2)
-    np.testing.assert_allclose(held.high[2] - held.mean[2], half)
+    assert 12.706 * np.std([20.0, 60.0], ddof=1) / math.sqrt(2) > 60.0  # the t half-width at x=20
+    assert (held.low[2], held.high[2]) == (0.0, 60.0)  # cut to the lowest and highest value the runs reach
     ended = aggregate(curves, hold=[False, False])  # run 2 stopped otherwise: drawn to x=10 only
     assert ended.count.tolist() == [2, 2, 1, 1]
     np.testing.assert_allclose(ended.mean, [25.0, 35.0, 20.0, 30.0])
@@ -119,9 +123,9 @@ def test_a_seed_that_reached_stop_value_holds_its_last_value(tmp_path):
     assert xs.tolist() == [100.0, 200.0, 300.0]
     np.testing.assert_allclose(ys, [(10 + 12 + 500) / 3, (20 + 22 + 500) / 3, (30 + 32 + 500) / 3])
     half = [4.303 * np.std(v, ddof=1) / math.sqrt(3) for v in ([10, 12, 500], [20, 22, 500], [30, 32, 500])]
-    np.testing.assert_allclose(upper, ys + half, rtol=1e-6)  # a band over 3 seeds at every x
+    assert (ys + half > 500).all() and upper.tolist() == [500.0] * 3  # a band over 3 seeds at every x, cut at 500
     (legend,) = fig.legends
-    assert [t.get_text() for t in legend.get_texts()] == ["s (n=3, 1 held)"]
+    assert [t.get_text() for t in legend.get_texts()] == ["s1, s2, s3 (n=3, 1 held)"]
     assert "held: reached env.stop_value" in legend.get_title().get_text()
 
 
@@ -137,9 +141,9 @@ def test_a_seed_that_stopped_otherwise_is_drawn_to_where_it_ended(tmp_path):
     np.testing.assert_allclose(ys, [(10 + 12 + 5) / 3, 21.0, 31.0, 42.0])
     half3 = 4.303 * np.std([10, 12, 5], ddof=1) / math.sqrt(3)
     half2 = 12.706 * np.std([20, 22], ddof=1) / math.sqrt(2)
-    np.testing.assert_allclose(upper[:3], [ys[0] + half3, 21.0 + half2, 31.0 + half2], rtol=1e-6)
+    np.testing.assert_allclose(upper[:3], [ys[0] + half3, 21.0 + half2, 42.0], rtol=1e-6)  # 43.7 cut at 42
     assert np.isnan(upper[3])
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["s (n=3, 2 ended early)"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["s1, s2, s3 (n=3, 2 ended early)"]
     assert "ended early: stopped otherwise" in fig.legends[0].get_title().get_text()
 
 
@@ -194,8 +198,7 @@ def test_figure_draws_mean_band_smoothing_and_wall_time(tmp_path):
     np.testing.assert_allclose(lines["learning_rate=0.001 (n=3)"].get_ydata(), [2.0, 4.0, 6.0])
     assert len(ax.collections) == 1  # one band: the group of seeds; the lone run has none
     band = ax.collections[0].get_paths()[0].vertices
-    half = 4.303 * 1.0 / math.sqrt(3)  # seeds' values at step 100: 1, 2, 3
-    assert band[:, 1].max() == pytest.approx(6.0 + 3 * half, rel=1e-3)
+    assert (band[:, 1].min(), band[:, 1].max()) == (1.0, 9.0)  # 2 - 2.48 and 6 + 7.45, cut to the runs' values
 
     smoothed = build_figure([alone], smooth_window=2)
     np.testing.assert_allclose(smoothed.axes[0].get_lines()[0].get_ydata(), [10.0, 15.0, 40.0])
@@ -262,7 +265,7 @@ def test_cli_plot_options(tmp_path, capsys):
         (["--smooth", "0"], "argument --smooth: must be >= 1, got 0"),
         (["--x", "time"], "argument --x: invalid choice: 'time'"),
         (["{missing}"], "experiment folder '{missing}' does not exist"),
-        (["--out", "/sys/ding_dist_curve.png"], "--out '/sys/ding_dist_curve.png' cannot be written (Permission "),
+        (["--out", "/sys/ding_dist_curve.png"], "--out '/sys/ding_dist_curve.png' cannot be written ("),
         (["--out", "{run}"], "--out must end in .png"),
         (["--out", "{run}.png/curve.png"], "cannot be written ('{run}.png' is a file); choose another path"),
     ],
@@ -307,7 +310,8 @@ def test_real_runs_group_by_seed(tmp_path):
 
 @pytest.mark.parametrize("groups", [3, 4, 7])
 def test_long_labels_keep_the_legend_inside_the_image(tmp_path, groups):
-    """Three or more lines whose labels name long config values: the legend fits the PNG, no label cut at an edge."""
+    """Three or more lines whose labels name long config values (env ids alike at both ends: cut at either end,
+    two would read the same, so they are shown whole): the legend fits the PNG, no label cut at an edge."""
     dirs = []
     for g in range(groups):
         for seed in (1, 2):  # a group of seeds: "(n=2)" or "(n=2, 1 ended early)" joins the label
@@ -315,7 +319,8 @@ def test_long_labels_keep_the_legend_inside_the_image(tmp_path, groups):
             folder = tmp_path / f"g{g}_s{seed}"
             _run(folder, seed, steps, lr=0.0001234567 * (g + 1))
             (folder / "config.py").write_text(
-                f"main_config = dict(exp_name='x', seed={seed}, env=dict(id='VeryLongEnvironmentName{g}-v{g}'), "
+                f"main_config = dict(exp_name='x', seed={seed}, "
+                f"env=dict(id='VeryLongEnvironmentName{g}OfATestWhoseNameIsLong-v0'), "
                 f"policy=dict(learn=dict(learning_rate={0.0001234567 * (g + 1)}), model=dict(hidden_sizes="
                 f"[{256 + g}, {256 + g}, {256 + g}])))\ncreate_config = dict(policy=dict(type='dqn'))\n"
             )
@@ -372,3 +377,97 @@ def test_band_iqm_draws_the_interquartile_mean_and_its_bootstrap_interval(tmp_pa
     np.testing.assert_allclose(upper, [np.percentile(iqms, 97.5), 2.0 * np.percentile(iqms, 97.5)])
     assert build_figure(runs).legends[0].get_title().get_text().startswith("mean and 95% CI")
     assert build_figure(runs, band="iqm").legends[0].get_title().get_text().startswith("IQM and stratified")
+
+
+def test_smoothing_comes_after_a_solved_runs_hold(tmp_path):
+    """Two seeds solved the task (500, stop_value) early, one ran on: with --smooth 3 the solved seeds end on 500
+    (their held value, smoothed with itself), not on the average of their last three evaluations."""
+    s1 = _run(tmp_path / "s1", 1, {100: 100.0, 200: 300.0, 300: 500.0}, stopped_by="stop_value")
+    s2 = _run(tmp_path / "s2", 2, {100: 50.0, 200: 200.0, 300: 500.0}, stopped_by="stop_value")
+    s3 = _run(tmp_path / "s3", 3, {100: 10.0, 200: 20.0, 300: 30.0, 400: 40.0, 500: 90.0, 600: 100.0})
+    xs, ys, _ = _seed_line(build_figure([s1, s2, s3], smooth_window=3))
+    assert xs.tolist() == [100.0, 200.0, 300.0, 400.0, 500.0, 600.0]
+    s1_smoothed = [100.0, 200.0, 300.0, (300 + 500 + 500) / 3, 500.0, 500.0]
+    s2_smoothed = [50.0, 125.0, 250.0, (200 + 500 + 500) / 3, 500.0, 500.0]
+    s3_smoothed = [10.0, 15.0, 20.0, 30.0, (30 + 40 + 90) / 3, (40 + 90 + 100) / 3]
+    np.testing.assert_allclose(ys, np.mean([s1_smoothed, s2_smoothed, s3_smoothed], axis=0))
+    assert ys[-1] == pytest.approx((500 + 500 + 230 / 3) / 3)  # 358.9; smoothed before the hold it was 208.9
+    unsmoothed = _seed_line(build_figure([s1, s2, s3]))[1]
+    assert unsmoothed[-1] == pytest.approx((500 + 500 + 100) / 3)
+
+
+def test_a_band_stays_within_the_values_the_runs_reach(tmp_path):
+    """Three seeds with returns in [0, 500]: the Student t band (t = 4.3) would reach far below 0 and above 500."""
+    runs = [_run(tmp_path / f"s{s}", s, {100: v, 200: v}) for s, v in ((1, 0.0), (2, 40.0), (3, 500.0))]
+    ax = build_figure(runs).axes[0]
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert 180.0 - 4.303 * np.std([0, 40, 500], ddof=1) / math.sqrt(3) < 0.0
+    assert (band.min(), band.max()) == (0.0, 500.0)
+    iqm_band = build_figure(runs, band="iqm").axes[0].collections[0].get_paths()[0].vertices[:, 1]
+    assert 0.0 <= iqm_band.min() and iqm_band.max() <= 500.0
+
+
+def _config_run(folder: Path, seed: int, policy: str, world: int, lr: float) -> Path:
+    """A run of ``policy`` on ``world`` processes whose config holds keys of its own (as DQN's and PPO's do)."""
+    run = _run(folder, seed, {100: 1.0, 200: 2.0}, world=world)
+    extra = "nstep=3" if policy == "dqn" else "gae_lambda=0.95"
+    (run / "config.py").write_text(
+        f"main_config = dict(exp_name='x', seed={seed}, env=dict(id='CartPole-v1'), policy=dict(learn=dict("
+        f"learning_rate={lr}), {extra}))\ncreate_config = dict(env=dict(type='gym'), policy=dict(type={policy!r}), "
+        "replay_buffer=dict(type='naive'))\n"
+    )
+    return run
+
+
+def test_labels_name_the_keys_that_tell_the_lines_apart(tmp_path):
+    """DQN on 1 and 2 processes and PPO: the labels name the policy type and the world size (keys shortened to
+    their last parts), not the first of the keys DQN and PPO differ in, cut before the world size."""
+    dirs = [
+        _config_run(tmp_path / "dqn_w1", 0, "dqn", 1, 0.001),
+        _config_run(tmp_path / "dqn_w2", 0, "dqn", 2, 0.001),
+        _config_run(tmp_path / "ppo_w1", 0, "ppo", 1, 0.0003),
+    ]
+    fig = build_figure(dirs)
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "policy.type=dqn, world_size=1",
+        "policy.type=dqn, world_size=2",
+        "policy.type=ppo, world_size=1",
+    ]
+    # learning_rate, nstep and gae_lambda differ too: the legend says so rather than naming them all
+    assert legend.get_title().get_text() == "3 other config values also differ between the lines"
+
+
+def test_runs_that_repeat_a_seed_are_not_seeds(tmp_path):
+    """Two seed-0 runs of one config are two lines (no band, no "n=2"); a third run repeating seed 1 of a group
+    of seeds 1 and 2 is a line of its own beside that group."""
+    a, b = _run(tmp_path / "a", 0, {100: 1.0, 200: 2.0}), _run(tmp_path / "b", 0, {100: 3.0, 200: 4.0})
+    fig = build_figure([a, b])
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["a", "b"]
+    assert len(fig.axes[0].collections) == 0 and fig.legends[0].get_title().get_text() == ""
+    s1 = _run(tmp_path / "s1", 1, {100: 1.0, 200: 2.0}, lr=0.1)
+    s2 = _run(tmp_path / "s2", 2, {100: 3.0, 200: 4.0}, lr=0.1)
+    again = _run(tmp_path / "s1_again", 1, {100: 5.0, 200: 6.0}, lr=0.1)
+    other = _run(tmp_path / "lr", 1, {100: 7.0, 200: 8.0}, lr=0.2)
+    groups = group_runs([load_run(p) for p in (s1, s2, again, other)])
+    assert [[r.name for r in g] for g in groups] == [["s1", "s2"], ["s1_again"], ["lr"]]
+    labels = [t.get_text() for t in build_figure([s1, s2, again, other]).legends[0].get_texts()]
+    assert labels == ["learning_rate=0.1 in s1, s2 (n=2)", "learning_rate=0.1 in s1_again", "learning_rate=0.2"]
+
+
+def test_iqm_wording_only_where_an_iqm_is_computed(tmp_path):
+    """--band iqm with 3 seeds draws their mean (an IQM cuts nothing under 4): the legend says mean; with 5 seeds
+    it says IQM; with both kinds of group it says where the mean stands in."""
+    three = [_run(tmp_path / f"a{s}", s, {100: float(s), 200: 2.0 * s}) for s in (1, 2, 3)]
+    five = [_run(tmp_path / f"b{s}", s, {100: float(s), 200: 2.0 * s}, lr=0.1) for s in (1, 2, 3, 4, 5)]
+
+    def title(dirs):
+        return build_figure(dirs, band="iqm").legends[0].get_title().get_text().splitlines()[0]
+
+    assert title(three) == "mean (an IQM needs 4 seeds or more) and stratified bootstrap 95% CI over the seeds " \
+        "present at each x"  # fmt: skip
+    np.testing.assert_allclose(_seed_line(build_figure(three, band="iqm"))[1], [2.0, 4.0])  # the plain mean
+    assert title(five) == "IQM and stratified bootstrap 95% CI over the seeds present at each x"
+    assert title([*three, *five]) == (
+        "IQM (the plain mean where under 4 seeds) and stratified bootstrap 95% CI over the seeds present at each x"
+    )

@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -118,24 +119,24 @@ def test_resume_defaults_to_the_run_config_and_stops_when_already_done(trained, 
     assert done.returncode == 0, done.stderr[-3000:]
     line = done.stdout.strip()
     assert line.startswith(f"ding-dist: run '{run}' is already done at env step 1536 with eval return ")
-    assert line.endswith(">= env.stop_value=5; to continue, give --set env.stop_value=None (or a value above "
-                         f"{line.split('eval return ')[1].split(' ')[0]}) and --max-env-steps above 1536")  # fmt: skip
+    assert line.endswith(">= env.stop_value=5; to train on past it, give a --max-env-steps above 1536: ding-dist "
+                         f"resume {run} --max-env-steps 3072")  # fmt: skip
     assert _ckpts(run) == ckpts
     assert sorted(p.name for p in run.glob("config*.py")) == ["config.py", "config_resume1.py"]
-    # The advice works as printed.
-    done = _cli("train", "--resume", run, "--set", "env.stop_value=None", "--max-env-steps", "1792", cwd=tmp_path)
+    # The advice works as printed, and ends: at its budget.
+    done = _cli(*shlex.split(line.split(": ding-dist ")[-1]), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.startswith("trained 1792 env steps")
+    assert done.stdout.startswith("trained 3072 env steps")
 
 
 def test_eval_defaults_to_the_run_config_and_names_a_checkpoint_of_another_policy(trained, tmp_path, capsys):
     ckpt = trained / "ckpt" / "ckpt_000000512.pt"
-    for where in (trained, ckpt):  # the run folder, or a checkpoint file inside it
-        done = _eval(capsys, "--ckpt", where, "--episodes", "1")
+    for where in ([trained, "--which", "last"], [ckpt]):  # the run folder's newest, or a checkpoint file inside it
+        done = _eval(capsys, "--ckpt", *where, "--episodes", "1")
         assert done.returncode == 0, done.stderr[-3000:]
-        assert done.stdout.startswith(f"checkpoint {ckpt}: mean_return ")
+        assert done.stdout.splitlines()[-1].startswith(f"checkpoint {ckpt}: mean_return ")
 
-    line = _error_line(_eval(capsys, PPO_CONFIG, "--ckpt", trained, "--episodes", "1"))
+    line = _error_line(_eval(capsys, PPO_CONFIG, "--ckpt", trained, "--which", "last", "--episodes", "1"))
     assert line == f"ding-dist: error: checkpoint '{ckpt}' was trained by policy 'dqn', the config asks for 'ppo'"
 
     main, _ = read_config(trained / "config.py")
@@ -169,7 +170,7 @@ def test_a_larger_budget_continues_a_run_that_reached_its_stop_value(tmp_path):
         "ding-dist: run 'run' reached env.stop_value=0 at env step 256; it continues to --max-env-steps 768 with "
         "env.stop_value=None (--set env.stop_value=V stops it at V instead)"
     )
-    assert done.stdout.splitlines()[-1].startswith("trained 768 env steps")
+    assert done.stdout.splitlines()[-4].startswith("trained 768 env steps")
     assert "\n-        'stop_value': 0,\n+        'stop_value': None,\n" in done.stderr
     assert read_config(run / "config_resume1.json")[0].env.stop_value is None
     # the training clock of `plot --x wall_time` goes on across the resume, on result.json's clock
@@ -197,8 +198,8 @@ def test_a_checkpoint_with_non_finite_weights_is_refused_in_one_line_by_eval_and
     save_checkpoint(state, ckpt)
     want = (f"ding-dist: error: checkpoint '{ckpt}' holds non-finite weights (NaN or inf): 'model.{weight}' has 3 of "
             f"{state['policy']['model'][weight].numel()} values non-finite")  # fmt: skip
-    for where in (run, ckpt):
-        assert _error_line(_eval(capsys, "--ckpt", where, "--episodes", "1")).startswith(want)
+    for where in ([run, "--which", "last"], [ckpt]):
+        assert _error_line(_eval(capsys, "--ckpt", *where, "--episodes", "1")).startswith(want)
     assert _error_line(_eval(capsys, DQN_CONFIG, "--ckpt", ckpt, "--episodes", "1")).startswith(want)
     assert _error_line(_cli("resume", run, "--max-env-steps", "1024", cwd=tmp_path)).startswith(want)
     assert _ckpts(run) == ["ckpt_000000512.pt"]  # nothing trained, nothing written

@@ -164,7 +164,8 @@ def test_train_two_processes_with_nproc(tmp_path, start):
     assert f"exp dir {exp}\n" in out.stderr and summary[0].endswith(f"; result: {exp}/result.json")
     assert summary[1:] == [
         "stopped by max_env_steps: the run's budget of env steps was reached",
-        f"checkpoints: {exp}/ckpt/ckpt_000000256.pt (last), {exp}/ckpt/best.pt (best eval return {res['best_eval_return']:.2f})",
+        f"checkpoints: {exp}/ckpt/ckpt_000000256.pt (last), "
+        f"{exp}/ckpt/best.pt (best eval return {res['best_eval_return']:.2f})",
         f"next: ding-dist eval --ckpt {exp}  |  ding-dist resume {exp} --max-env-steps 512",
     ]
 

@@ -86,13 +86,13 @@ def test_resume_continues_counters_and_metrics(tmp_path):
 def test_ppo_dispatch_and_evaluate(tmp_path):
     result = train(tiny_ppo(), seed=1, exp_dir=tmp_path, max_env_steps=512)
     assert result["env_steps"] == 512 and result["train_iters"] == 4 * 2 * 2  # iterations x epochs x minibatches
-    out = evaluate(tiny_ppo(), tmp_path, episodes=3, seed=5)
-    assert len(out["returns"]) == 3 and out["checkpoint"].endswith("ckpt_000000512.pt")
+    out = evaluate(tiny_ppo(), tmp_path, episodes=3, seed=5)  # a run folder: its best evaluation's policy
+    assert len(out["returns"]) == 3 and out["checkpoint"] == str(tmp_path / "ckpt" / "best.pt")
     assert out["mean_return"] == pytest.approx(sum(out["returns"]) / 3)
     # same checkpoint and seed -> same greedy returns
-    assert (
-        evaluate(tiny_ppo(), tmp_path / "ckpt" / "ckpt_000000512.pt", episodes=3, seed=5)["returns"] == out["returns"]
-    )
+    assert evaluate(tiny_ppo(), tmp_path / "ckpt" / "best.pt", episodes=3, seed=5)["returns"] == out["returns"]
+    last = evaluate(tiny_ppo(), tmp_path / "ckpt" / "ckpt_000000512.pt", episodes=3, seed=5)
+    assert last["checkpoint"].endswith("ckpt_000000512.pt") and len(last["returns"]) == 3
 
 
 def test_wrong_pipeline_and_bad_config_are_clear_errors(tmp_path):

@@ -52,14 +52,18 @@ def test_collector_rollout_layout_and_final_obs():
     col.close()
 
 
+def _start_seed(seed: int, k: int) -> int:
+    """The reset seed of the k-th episode of an evaluation env seeded ``seed``, derived by hand."""
+    return seed if k == 0 else int(np.random.SeedSequence([seed, k]).generate_state(1)[0] >> 1)
+
+
 def _fixed_policy_returns(seed: int, episodes: int) -> list[float]:
     """Returns of ``episodes`` CartPole episodes under action 1, episode k of a fresh env reset with
     ``episode_seed(seed, k)`` (k = 0: ``seed`` itself; then a stream derived by hand here: SeedSequence([seed, k]))."""
     env = gym.make("CartPole-v1")
     returns = []
     for k in range(episodes):
-        start = seed if k == 0 else int(np.random.SeedSequence([seed, k]).generate_state(1)[0] >> 1)
-        env.reset(seed=start)
+        env.reset(seed=_start_seed(seed, k))
         total, done = 0.0, False
         while not done:
             _, reward, terminated, truncated, _ = env.step(1)
@@ -77,17 +81,20 @@ def test_evaluator_runs_exactly_the_requested_episodes():
     )
     result = ev.evaluate()
     # 7 episodes over 3 envs: 3 on env 0, 2 on envs 1 and 2, each episode from its own seed. A CartPole return is
-    # the episode's length; the envs step together, so episodes come in the order they end (env order in a tie).
-    # The second evaluation goes on with each env's next episodes (3-5 on env 0, 2-3 on envs 1 and 2).
-    expected = []
+    # the episode's length; they are listed in their planned order (each env's first episode, env by env, then each
+    # env's second, ...), whichever ends first, each with its reset seed. The second evaluation goes on with each
+    # env's next episodes (3-5 on env 0, 2-3 on envs 1 and 2).
+    expected, expected_seeds = [], []
     for evaluation in range(2):
-        ends = []
+        planned = []
         for i, n in enumerate([3, 2, 2]):
             returns = _fixed_policy_returns(seeds[i], 2 * n)[evaluation * n : (evaluation + 1) * n]
-            ends += [(end, i, r) for end, r in zip(np.cumsum(returns), returns)]
-        expected.append([r for _, _, r in sorted(ends)])
+            planned += [(k, i, r, _start_seed(seeds[i], evaluation * n + k)) for k, r in enumerate(returns)]
+        expected.append([r for _, _, r, _ in sorted(planned)])
+        expected_seeds.append([s for _, _, _, s in sorted(planned)])
     assert expected[0] != expected[1]  # the fixed policy's returns differ between those seeds
     assert result["returns"] == expected[0] and result["lengths"] == [int(r) for r in expected[0]]
+    assert result["seeds"] == expected_seeds[0] and result["seeds"][:3] == seeds  # env i's first episode: seeds[i]
     assert result["mean_return"] == pytest.approx(np.mean(expected[0]))
     # fake link: evaluate_and_share is evaluate plus a no-op broadcast (the twin evaluates the same episodes)
     assert twin.evaluate() == result

@@ -13,10 +13,11 @@ Example:
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ding_dist.config import ConfigError, read_config
 from ding_dist.config.presets import find_config
@@ -28,9 +29,10 @@ from ding_dist.entry.cli.errors import (
 )
 from ding_dist.utils.install import install_hint
 
-__all__ = ["ConfigTrials", "check_compiles", "check_config", "check_config_or_name", "check_local_world",
-           "check_sample_groups", "check_wandb", "check_writable", "compile_config", "name_the_config",
-           "resolve_checkpoint", "under_launcher"]  # fmt: skip
+__all__ = ["ConfigTrials", "check_compiles", "check_config", "check_config_or_name", "check_cuda_overrides",
+           "check_local_world", "check_sample_groups", "check_wandb", "check_writable", "compile_config",
+           "name_the_config", "resolve_checkpoint", "under_launcher", "CheckpointChoice",
+           "choose_checkpoint"]  # fmt: skip
 
 
 def check_config(path: str) -> Path:
@@ -55,28 +57,134 @@ def under_launcher() -> bool:
         raise UsageError(f"launcher environment is incomplete: {e}") from None
 
 
-def resolve_checkpoint(path: str | os.PathLike) -> Path:
-    """A checkpoint file as given, or the newest complete checkpoint in a folder (or its ``ckpt/``).
+WHICH = ("best", "last")  # eval's --which
+_TORCH_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save's zip archive; the older plain pickle
+_CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".tar")  # named as a checkpoint: truncated, not another kind
+_RUN_FILES = {"config.json": "a run's config", "config.py": "a run's config", "result.json": "a run's result",
+              "metrics.jsonl": "a run's metrics log"}  # fmt: skip
+
+
+class CheckpointChoice(NamedTuple):
+    """:func:`choose_checkpoint`'s answer: the file, which one it is (``"best"``, ``"last"``; None: a file was
+    given) and why it was chosen (what ``ding-dist eval`` prints; None for a file given)."""
+
+    path: Path
+    which: str | None
+    why: str | None
+
+
+def _not_a_checkpoint(p: Path) -> str | None:
+    """What ``p`` is when it cannot be a checkpoint (it does not begin as a ``torch.save`` file does and is not
+    named as one), else None; a file named as a checkpoint that does not load is truncated or corrupt instead."""
+    if p.suffix.lower() in _CHECKPOINT_SUFFIXES:
+        return None
+    try:
+        with open(p, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return None  # loading it says why
+    if head.startswith(_TORCH_MAGIC):
+        return None
+    return _RUN_FILES.get(p.name) or (f"a {p.suffix} file" if p.suffix else "not a file torch.save wrote")
+
+
+def _step_and_return(counters: Any, key: str) -> tuple[str, str | None]:
+    """``("env step N", "R")`` from a checkpoint's counters: its env step and evaluation return ``key``
+    (``best_eval``, ``last_eval``; None when it records none)."""
+    counters = counters if isinstance(counters, dict) else {}
+    step, value = counters.get("env_steps"), counters.get(key)
+    at = f"env step {step}" if isinstance(step, int) else "an unknown env step"
+    finite = isinstance(value, (int, float)) and math.isfinite(value)
+    return at, str(round(float(value), 3)) if finite else None
+
+
+def _newest(folder: Path) -> tuple[Path, dict] | None:
+    """The newest numbered checkpoint of ``folder`` that loads, and its state (unusable ones skipped, said)."""
+    import logging
+
+    from ding_dist.utils.checkpoint import CheckpointError, CheckpointManager, load_checkpoint
+
+    for path in reversed(CheckpointManager(folder).checkpoints()):
+        try:
+            return path, load_checkpoint(path)
+        except CheckpointError as e:
+            logging.getLogger(__name__).warning("skipping unusable checkpoint: %s", e)
+    return None
+
+
+def choose_checkpoint(path: str | os.PathLike, which: str | None = None) -> CheckpointChoice:
+    """The checkpoint ``--ckpt path --which which`` names, and why.
+
+    A file is taken as given (``which`` must then be None: there is nothing to choose); one that cannot be a
+    checkpoint (a run's ``config.json``, any file that is not a ``torch.save`` one and not named ``*.pt``) is one
+    line saying so. A folder (a run, or its ``ckpt/``): ``which="best"`` its ``best.pt`` (the weights of its best
+    evaluation), ``"last"`` its newest complete numbered checkpoint; ``None`` the best where the run has one, else
+    the newest.
 
     Example:
         >>> import tempfile
-        >>> resolve_checkpoint(tempfile.mkdtemp())  # doctest: +ELLIPSIS
+        >>> choose_checkpoint(tempfile.mkdtemp())  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
         ding_dist.entry.cli.errors.UsageError: no complete checkpoint in ...
     """
-    from ding_dist.utils.checkpoint import CheckpointManager  # imports torch: not on the --help path
+    from ding_dist.entry.services.checkpointing import BEST_FILE  # torch: not on the --help path
+    from ding_dist.utils.checkpoint import CheckpointError, load_checkpoint
 
+    if which is not None and which not in WHICH:
+        raise UsageError(f"--which must be one of {', '.join(WHICH)}, got {which!r}")
     p = Path(path)
     if p.is_file():
-        return p
-    if p.is_dir():
-        folder = p / "ckpt" if (p / "ckpt").is_dir() else p
-        latest = CheckpointManager(folder).latest()
-        if latest is None:
-            raise UsageError(f"no complete checkpoint in {str(folder)!r}")
-        return latest
-    raise UsageError(f"checkpoint {str(p)!r} does not exist")
+        if which is not None:
+            raise UsageError(f"--which {which} chooses among a run's checkpoints, and --ckpt {str(p)!r} is a file: "
+                             "give the run folder (or its ckpt/) to choose, or leave --which out")  # fmt: skip
+        what = _not_a_checkpoint(p)
+        if what is not None:
+            raise UsageError(f"{str(p)!r} is not a checkpoint file ({what}); give the run folder or a ckpt/*.pt file")
+        return CheckpointChoice(p, None, None)
+    if not p.is_dir():
+        raise UsageError(f"checkpoint {str(p)!r} does not exist")
+    folder = p / "ckpt" if (p / "ckpt").is_dir() else p
+    best = folder / BEST_FILE
+    unusable = ""
+    if which != "last" and best.is_file():
+        try:
+            state = load_checkpoint(best)
+        except CheckpointError as e:
+            if which == "best":
+                raise
+            unusable = f"; {best} does not load ({first_line(e)})"
+        else:
+            at, value = _step_and_return(state.get("counters"), "best_eval")
+            return CheckpointChoice(best, "best", f"best: eval return {value} at {at}; --which last for the newest")
+    if which == "best":
+        raise UsageError(f"--which best: {str(folder)!r} holds no {BEST_FILE} (a run writes it when an evaluation "
+                         "beats its best return so far); --which last for its newest checkpoint")  # fmt: skip
+    found = _newest(folder)
+    if found is None:
+        raise UsageError(f"no complete checkpoint in {str(folder)!r}")
+    latest, state = found
+    if which == "last":
+        note = "; --which best for the best" if best.is_file() else ""
+    else:
+        note = unusable or f"; no {BEST_FILE} in {str(folder)!r}"
+    at, value = _step_and_return(state.get("counters"), "last_eval")
+    evaluated = f"latest eval return {value}" if value is not None else "no evaluation recorded"
+    return CheckpointChoice(latest, "last", f"newest: {at}, {evaluated}{note}")
+
+
+def resolve_checkpoint(path: str | os.PathLike, which: str | None = None) -> Path:
+    """The checkpoint file ``--ckpt path --which which`` names (:func:`choose_checkpoint`): a file as given, or a
+    run folder's (or its ``ckpt/``'s) ``best.pt`` or newest complete numbered checkpoint.
+
+    Example:
+        >>> import tempfile
+        >>> resolve_checkpoint(tempfile.mkdtemp(), which="last")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ding_dist.entry.cli.errors.UsageError: no complete checkpoint in ...
+    """
+    return choose_checkpoint(path, which).path
 
 
 def check_config_or_name(args: argparse.Namespace) -> None:
@@ -106,10 +214,35 @@ def name_the_config(folder: str | os.PathLike, command: str) -> str:
             f"only when you name it, if you trust it: {how}")  # fmt: skip
 
 
+def check_cuda_overrides(overrides: Any) -> None:
+    """``--set policy.device=cuda`` (any ``device`` or ``*_device`` key given a CUDA device) on a machine without
+    CUDA: one line saying there is none and what works, before the config is compiled.
+
+    Example:
+        >>> check_cuda_overrides(["policy.device=cpu", "policy.learn.batch_size=64"])  # nothing asks for CUDA
+    """
+    from ding_dist.config import parse_override
+
+    for override in overrides:
+        try:
+            keys, value = parse_override(override)
+        except Exception:  # a malformed override: compiling the config says so
+            continue
+        key = ".".join(keys)
+        if not (keys[-1] == "device" or keys[-1].endswith("_device")) or not str(value).lower().startswith("cuda"):
+            continue
+        import torch  # device_count asks NVML first: ranks forked from this launcher can still use CUDA
+
+        if not (torch.backends.cuda.is_built() and torch.cuda.device_count() > 0):
+            raise UsageError(f"--set {override}: this machine has no CUDA (torch sees no CUDA device); use {key}=cpu, "
+                             f"or {key}=auto (the rank's GPU where there is one, else the CPU)")  # fmt: skip
+
+
 def compile_config(config: Path, args: argparse.Namespace) -> Any:
     """The config compiled with ``args``' seed and overrides (those it has); a bad one is one line."""
     from ding_dist.entry.experiment import load_config
 
+    check_cuda_overrides(getattr(args, "overrides", ()))
     try:
         return load_config(
             str(config), seed=getattr(args, "seed", None), overrides=tuple(getattr(args, "overrides", ()))

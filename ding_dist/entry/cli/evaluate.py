@@ -1,5 +1,5 @@
 """``ding-dist eval``: a checkpoint's greedy episodes, its summary (``--json``: one record per episode) and its
-recordings (``--video OUT.mp4``, ``--gif OUT.gif``).
+recordings (``--video OUT.mp4``, ``--gif OUT.gif``: the evaluated episodes, played again from their seeds).
 
 Example:
     >>> from ding_dist.entry.cli import main
@@ -11,11 +11,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ding_dist.entry.cli.checks import check_config, compile_config, name_the_config, resolve_checkpoint
+from ding_dist.entry.cli.checks import (
+    CheckpointChoice,
+    check_config,
+    choose_checkpoint,
+    compile_config,
+    name_the_config,
+)
 from ding_dist.entry.cli.errors import (
+    PROG,
     UsageError,
     refuse_unwritable,
 )
@@ -30,7 +40,6 @@ def _eval_config(args: argparse.Namespace) -> Path:
         return check_config(args.config)
     from ding_dist.entry.services.run_folder import find_run_config
 
-    resolve_checkpoint(args.ckpt)  # a missing checkpoint is reported as such
     found = find_run_config(args.ckpt)  # the run's config as data: nothing of a copied folder runs
     if found is None:
         raise UsageError(f"--ckpt {args.ckpt!r} is not in a run folder with a saved config.json: "
@@ -40,8 +49,8 @@ def _eval_config(args: argparse.Namespace) -> Path:
 
 def eval_command(args: argparse.Namespace) -> int:
     """``ding-dist eval``: evaluate ``--ckpt`` (and record it with ``--video``/``--gif``); the exit code."""
+    choice = choose_checkpoint(args.ckpt, getattr(args, "which", None))  # a missing checkpoint is reported as such
     config = _eval_config(args)
-    ckpt = resolve_checkpoint(args.ckpt)
     if getattr(args, "gif", None) and Path(args.gif).suffix.lower() != ".gif":
         raise UsageError(f"--gif must end in .gif, got {args.gif!r}")
     if args.video and Path(args.video).suffix.lower() != ".mp4":
@@ -53,55 +62,83 @@ def eval_command(args: argparse.Namespace) -> int:
     from ding_dist.entry import pipeline
 
     cfg = compile_config(config, args)  # once: the evaluation and the recordings share it
+    if choice.why is not None and not args.json:
+        print_rank0(f"evaluating {choice.path} ({choice.why})")
+    recording = args.video or getattr(args, "gif", None)
     with DistContext():
-        out = pipeline.evaluate(cfg, str(ckpt), episodes=args.episodes, seed=args.seed)
-        if args.video:
-            out["videos"] = [str(p) for p in _record_video(cfg, ckpt, args)]
-        if getattr(args, "gif", None):
-            out["gifs"] = [str(p) for p in _record_video(cfg, ckpt, args, gif=True)]
+        out = pipeline.evaluate(cfg, str(choice.path), episodes=args.episodes, seed=args.seed,
+                                replay=_recorder(cfg, args) if recording else None)  # fmt: skip
         if args.json:
-            print_rank0(json.dumps(_eval_record(out, ckpt, args.seed)))
+            print_rank0(json.dumps(_eval_record(out, choice, args.seed)))
         else:
             print_rank0(
-                f"checkpoint {ckpt}: mean_return {out['mean_return']:.3f} +/- {out['std_return']:.3f} "
+                f"checkpoint {choice.path}: mean_return {out['mean_return']:.3f} +/- {out['std_return']:.3f} "
                 f"over {len(out.get('returns', [])) or args.episodes} episodes (seed {args.seed})"
             )
     return 0
 
 
-def _record_video(cfg: Any, ckpt: Path, args: argparse.Namespace, gif: bool = False) -> list[Path]:
-    """``eval --video OUT.mp4`` (or ``--gif OUT.gif`` with ``gif``): the checkpoint's greedy episodes, one
-    unless ``--episodes`` was given, back to back in the one file named (:mod:`ding_dist.entry.cli.video`)."""
-    from ding_dist.entry.cli.video import record_episodes, record_gif
-    from ding_dist.entry.factories import build_policy
-    from ding_dist.envs import make_env
-    from ding_dist.utils.checkpoint import load_checkpoint
+def _recorder(cfg: Any, args: argparse.Namespace) -> Callable[[Any, dict[str, Any]], None]:
+    """``eval --video OUT.mp4`` / ``--gif OUT.gif``: after the evaluation, its policy plays the first evaluated
+    episode again (all K with ``--episodes K``) from its reset seed, back to back in the one file named
+    (:mod:`ding_dist.entry.cli.video`); the files go to the result's ``videos`` and ``gifs``."""
 
-    probe = make_env(cfg.env.get("id"), entry_point=cfg.env.get("entry_point"), env_kwargs=cfg.env.get("env_kwargs"))
-    try:
-        policy = build_policy(cfg, probe.observation_space, probe.action_space, device="cpu")
-    finally:
-        probe.close()
-    policy.load_state_dict(load_checkpoint(ckpt)["policy"])
-    episodes = args.episodes if getattr(args, "episodes_given", False) else 1
-    try:
-        if gif:
-            paths = [record_gif(cfg, policy, args.gif, episodes=episodes, seed=args.seed)]
-        else:
-            paths = [record_episodes(cfg, policy, args.video, episodes=episodes, seed=args.seed)]
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    if not args.json:
-        seeds = f"seed {args.seed}" if episodes == 1 else f"seeds {args.seed}..{args.seed + episodes - 1}"
-        print_rank0(f"wrote {paths[0]} ({episodes} episode{'s' * (episodes > 1)}, {seeds})")
-    return paths
+    def record(policy: Any, result: dict[str, Any]) -> None:
+        from ding_dist.entry.cli.video import record_episodes, record_gif
+
+        count = len(result["seeds"]) if getattr(args, "episodes_given", False) else 1
+        seeds = result["seeds"][:count]
+        if any(s is None for s in seeds):  # an env that runs its own seed stream: nothing to play again
+            raise UsageError(f"env {cfg.env.get('id')!r}: the evaluated episodes have no seeds of their own, so "
+                             "they cannot be recorded")  # fmt: skip
+        for flag, out, key, write in (("--video", args.video, "videos", record_episodes),
+                                      ("--gif", getattr(args, "gif", None), "gifs", record_gif)):  # fmt: skip
+            if not out:
+                continue
+            try:
+                made = write(cfg, policy, out, seeds)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+            result.setdefault(key, []).append(str(made.path))
+            _compare(made, result["lengths"][:count], result["returns"][:count], flag)
+            if not args.json:
+                print_rank0(f"wrote {made.path} ({_episodes_text(made.lengths, len(result['seeds']))})")
+
+    return record
 
 
-def _eval_record(out: dict[str, Any], ckpt: Path, seed: int) -> dict[str, Any]:
-    """``eval --json``: the summary and one ``{"return", "length"}`` per episode."""
-    episodes = [{"return": float(r), "length": int(n)} for r, n in zip(out["returns"], out["lengths"])]
+def _episodes_text(lengths: list[int], evaluated: int) -> str:
+    """``evaluated episode 1 of 10: 146 steps`` or ``the 3 evaluated episodes: 146, 166, 195 steps``."""
+    if len(lengths) == 1:
+        return f"evaluated episode 1 of {evaluated}: {lengths[0]} steps"
+    return f"the {len(lengths)} evaluated episodes: {', '.join(map(str, lengths))} steps"
+
+
+def _compare(made: Any, lengths: list[int], returns: list[float], flag: str) -> None:
+    """One warning line when the recorded episodes are not the evaluated ones (a policy or env that does not
+    play the same episode twice from one seed)."""
+    same = made.lengths == lengths and all(math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6)
+                                           for a, b in zip(made.returns, returns))  # fmt: skip
+    if not same:
+        print(
+            f"{PROG}: warning: {flag} {made.path}: the recorded episodes ({made.lengths} steps, returns "
+            f"{[round(r, 3) for r in made.returns]}) differ from the evaluated ones ({lengths} steps, returns "
+            f"{[round(r, 3) for r in returns]}): the policy or the env does not play the same episode twice from "
+            "one seed",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _eval_record(out: dict[str, Any], choice: CheckpointChoice, seed: int) -> dict[str, Any]:
+    """``eval --json``: the summary, which checkpoint and why, and one ``{"return", "length", "seed"}`` per episode
+    (``seed``: its reset seed, which the recordings play again)."""
+    episodes = [{"return": float(r), "length": int(n), "seed": s}
+                for r, n, s in zip(out["returns"], out["lengths"], out["seeds"])]  # fmt: skip
     return {
-        "checkpoint": str(ckpt),
+        "checkpoint": str(choice.path),
+        "which": choice.which,
+        "why": choice.why,
         "seed": seed,
         "videos": out.get("videos", []),
         "gifs": out.get("gifs", []),

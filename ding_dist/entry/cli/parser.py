@@ -130,6 +130,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of minutes, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of minutes >= 0 (0: off), got {text}")
+    return value
+
+
 def _seed(text: str) -> int:
     value = _int_at_least(0)(text)
     if value >= 2**32:
@@ -154,11 +164,12 @@ TRAIN_EXAMPLES = """examples:
 RESUME_EXAMPLES = """examples:
   ding-dist resume runs/cartpole_ppo                          # on the run's own processes and roles
   ding-dist resume runs/cartpole_ppo --max-env-steps 200000 --nproc 2
-  ding-dist resume runs/cartpole_ppo --set env.stop_value=None   # continue a run that solved its task"""
+  ding-dist resume runs/cartpole_ppo --set env.stop_value=None --max-env-steps 300000   # solved: on to 300k steps"""
 EVAL_EXAMPLES = """examples:
-  ding-dist eval --ckpt runs/cartpole_ppo                     # the run's newest checkpoint, its own config
+  ding-dist eval --ckpt runs/cartpole_ppo                     # the run's best checkpoint, its own config
+  ding-dist eval --ckpt runs/cartpole_ppo --which last        # its newest checkpoint
   ding-dist eval --ckpt runs/cartpole_ppo/ckpt --episodes 20 --json   # or a checkpoint file
-  ding-dist eval --ckpt runs/cartpole_ppo --video cartpole.mp4   # one greedy episode as an MP4"""
+  ding-dist eval --ckpt runs/cartpole_ppo --video cartpole.mp4   # the first evaluated episode as an MP4"""
 PLOT_EXAMPLES = """examples:
   ding-dist plot runs/cartpole_ppo --out curve.png
   ding-dist plot runs/ppo_s0 runs/ppo_s1 runs/ppo_s2 --smooth 3    # seeds: their mean and a 95% band
@@ -285,6 +296,14 @@ def _run_options(command: str) -> argparse.ArgumentParser:
         help="stop after N env steps",
     )
     shared.add_argument(
+        "--checkpoint-minutes",
+        metavar="M",
+        type=_minutes,
+        default=None,
+        help="checkpoint every M minutes of wall time (sets policy.other.checkpoint.every_minutes; default 10, "
+        "0: off); a kill loses at most that much",
+    )
+    shared.add_argument(
         "--timeout",
         metavar="SECONDS",
         type=_seconds,
@@ -371,7 +390,19 @@ def _add_eval(ev: argparse.ArgumentParser) -> None:
         default=None,
         help="the config file the checkpoint was trained with (default: the run's own saved config)",
     )
-    ev.add_argument("--ckpt", required=True, help="checkpoint file, or a folder: its newest complete checkpoint")
+    ev.add_argument(
+        "--ckpt",
+        required=True,
+        help="checkpoint file, or a run folder (or its ckpt/): its best checkpoint (ckpt/best.pt), else its newest "
+        "complete one (--which)",
+    )
+    ev.add_argument(
+        "--which",
+        choices=("best", "last"),
+        default=None,
+        help="with a run folder: best (the default where the run has ckpt/best.pt: the weights of its best "
+        "evaluation) or last (its newest complete checkpoint)",
+    )
     ev.add_argument(
         "--episodes",
         type=_int_at_least(1),
@@ -379,7 +410,8 @@ def _add_eval(ev: argparse.ArgumentParser) -> None:
         action=_Given,
         metavar="K",
         help=f"evaluation episodes (default {EVAL_EPISODES}); with --video/--gif also the episodes recorded, "
-        "back to back in the one file (default: 1 recorded)",
+        "back to back in the one file: the evaluated ones, played again from their seeds (default: the first "
+        "evaluated episode recorded)",
     )
     ev.add_argument("--seed", type=_seed, default=0, help="evaluation seed (default 0)")
     ev.add_argument("--json", action="store_true", help="print one JSON object with every episode's return and length")
@@ -388,8 +420,9 @@ def _add_eval(ev: argparse.ArgumentParser) -> None:
             flag,
             metavar=f"OUT.{suffix}",
             default=None,
-            help=f"also write OUT.{suffix} ({kind}): 1 greedy episode, or K back to back with --episodes K; "
-            f"needs the render extra: {install_hint('render')}",
+            help=f"also write OUT.{suffix} ({kind}): the first evaluated episode, or all K back to back with "
+            f"--episodes K (the same seeds and lengths); its folder must exist; needs the render extra: "
+            f"{install_hint('render')}",
         )
 
 
@@ -400,7 +433,9 @@ def _add_plot(plot: argparse.ArgumentParser) -> None:
         metavar="EXP_DIR",
         help="one or more experiment folders, or folders of them (the runs one or two levels down)",
     )
-    plot.add_argument("--out", default=None, help="PNG path (default: <first EXP_DIR>/learning_curve.png)")
+    plot.add_argument(
+        "--out", default=None, help="PNG path, in a folder that exists (default: <first EXP_DIR>/learning_curve.png)"
+    )
     plot.add_argument(
         "--keys",
         metavar="KEY[,KEY]",
@@ -412,7 +447,8 @@ def _add_plot(plot: argparse.ArgumentParser) -> None:
         metavar="W",
         type=_int_at_least(1),
         default=1,
-        help="trailing moving average over the last W logged points of each run (default 1: none)",
+        help="trailing moving average over the last W logged points of each run, after a run that reached "
+        "env.stop_value has its last value held to its group's end (default 1: none)",
     )
     plot.add_argument(
         "--x",
@@ -425,8 +461,9 @@ def _add_plot(plot: argparse.ArgumentParser) -> None:
     plot.add_argument(
         "--no-group",
         action="store_true",
-        help="one line per run; by default runs that differ only in seed are one line: their mean and a 95%% "
-        "confidence band (Student t over the seeds)",
+        help="one line per run; by default runs that differ only in seed (each seed once: a repeated seed is a line "
+        "of its own) are one line: their mean and a 95%% confidence band (Student t over the seeds, cut to the "
+        "lowest and highest value the runs reach)",
     )
     plot.add_argument(
         "--band",

@@ -101,6 +101,9 @@ def train_command(args: argparse.Namespace, entry: Callable[[list[str]], int]) -
         )
     asked_nproc = args.nproc
     args.nproc = _actor_learner_nproc(args)
+    if getattr(args, "checkpoint_minutes", None) is not None:  # an override, which every rank gets
+        args.overrides = [*args.overrides, f"policy.other.checkpoint.every_minutes={args.checkpoint_minutes!r}"]
+        args.checkpoint_minutes = None
     cfg = check_compiles(config, args)
     choose = not under_launcher() and args.exp_dir is None and args.resume is None  # the default folder, chosen here
     if not under_launcher():  # a folder no rank can write: one line now, not a traceback from every rank

@@ -1,7 +1,11 @@
-"""``ding-dist eval --video OUT.mp4`` / ``--gif OUT.gif``: greedy episodes of a checkpoint, recorded into one file.
+"""``ding-dist eval --video OUT.mp4`` / ``--gif OUT.gif``: the evaluated episodes of a checkpoint, recorded into one
+file.
 
-The env renders ``rgb_array`` frames (the reset frame, then one per step); several episodes play back to back
-in the one file named. ``--video`` streams them to an H.264 MP4 through moviepy's ffmpeg writer, ``--gif``
+Each episode is played again from its reset seed (the seeds the evaluation reports) by the policy that evaluated
+it, acting as the evaluator does (greedy, a batch of one, a recurrent state started afresh), on the env the
+config builds for evaluation (its Atari preprocessing and channel order included), rendering ``rgb_array``
+frames: the reset frame, then one per step, so an episode of L steps is L + 1 frames. Several episodes play
+back to back in the one file named. ``--video`` streams them to an H.264 MP4 through moviepy's ffmpeg writer, ``--gif``
 writes an animated GIF with Pillow (a dependency of matplotlib). Rendering classic-control envs needs
 pygame, MP4s need moviepy: both are the ``render`` extra (the missing-module message says how to install it:
 ``pip install -e "<checkout>[render]"`` for an editable install, else the extra's packages). While rendering,
@@ -13,13 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ding_dist.utils.install import install_hint
 
-__all__ = ["record_episodes", "record_gif", "write_gif", "write_mp4"]
+__all__ = ["Recording", "record_episodes", "record_gif", "write_gif", "write_mp4"]
 
 _RENDER_MODULES = ("pygame", "moviepy")  # what the render extra installs
 _SDL_DRIVERS = ("SDL_VIDEODRIVER", "SDL_AUDIODRIVER")
@@ -47,17 +51,25 @@ def _headless_sdl() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _rendering(cfg: Any) -> Iterator[Any]:
-    """The config's env, rendering ``rgb_array`` frames, closed after the block; headless SDL meanwhile, and
-    our one-line message when the env's rendering package is missing."""
+    """The config's evaluation env (as ``make_vec_env`` builds each of an evaluator's envs: Atari preprocessing,
+    channel order), rendering ``rgb_array`` frames, closed after the block; headless SDL meanwhile, and our
+    one-line message when the env's rendering package is missing."""
     import gymnasium as gym
 
     from ding_dist.envs import make_env
 
-    env_kwargs = {**(cfg.env.get("env_kwargs") or {}), "render_mode": "rgb_array"}
+    env_cfg = cfg.env
+    env_kwargs = {**(env_cfg.get("env_kwargs") or {}), "render_mode": "rgb_array"}
     with _headless_sdl():
         try:
-            env = make_env(cfg.env.get("id"), entry_point=cfg.env.get("entry_point"), env_kwargs=env_kwargs,
-                           max_episode_steps=cfg.env.get("max_episode_steps"))  # fmt: skip
+            env = make_env(
+                env_cfg.get("id"),
+                entry_point=env_cfg.get("entry_point"),
+                env_kwargs=env_kwargs,
+                max_episode_steps=env_cfg.get("max_episode_steps"),
+                atari=env_cfg.get("atari"),
+                channels_first=bool(env_cfg.get("channels_first", False)),
+            )
             try:
                 yield env
             finally:
@@ -65,21 +77,38 @@ def _rendering(cfg: Any) -> Iterator[Any]:
         except gym.error.DependencyNotInstalled as e:
             module = (getattr(e.__cause__, "name", None) or "").split(".")[0]
             if module in _RENDER_MODULES:  # not gymnasium's advice (pip install "gymnasium[classic-control]")
-                raise _needs(f"rendering {cfg.env.get('id')!r}", module) from None
-            raise ValueError(f"rendering {cfg.env.get('id')!r} failed: {e}") from None
+                raise _needs(f"rendering {env_cfg.get('id')!r}", module) from None
+            raise ValueError(f"rendering {env_cfg.get('id')!r} failed: {e}") from None
 
 
 def _fps(env: Any) -> float:
     return float(env.metadata.get("render_fps") or 30)
 
 
-def _frames(env: Any, policy: Any, episodes: int, seed: int) -> Iterator[Any]:
-    """The frames of ``episodes`` greedy episodes of ``policy`` (seeds ``seed``, ``seed + 1``, ...), back to
-    back: each episode's reset frame, then one per step."""
-    import numpy as np
+class Recording(NamedTuple):
+    """What :func:`record_episodes` and :func:`record_gif` wrote: the file, and the length (steps) and return of
+    each episode played into it, in order: the evaluation's, when the policy and env are deterministic."""
 
-    if episodes < 1:
-        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    path: Path
+    lengths: list[int]
+    returns: list[float]
+
+
+def _frames(env: Any, policy: Any, seeds: Sequence[int | None], played: list[tuple[int, float]]) -> Iterator[Any]:
+    """The frames of one greedy episode of ``policy`` per reset seed of ``seeds``, back to back: each episode's
+    reset frame, then one per step; ``(length, return)`` of each episode is appended to ``played`` as it ends.
+
+    The policy acts as :class:`~ding_dist.worker.Evaluator` makes it act: ``eval_action`` on a batch (here of
+    one observation, batched as a vector env batches it), a recurrent policy's state reset at the start and
+    carried from step to step."""
+    import numpy as np
+    from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+
+    if not seeds:
+        raise ValueError("no episodes to record")
+    obs_buffer = create_empty_array(env.observation_space, n=1)
+    actions_space = batch_space(env.action_space, 1)
+    reset_state = getattr(policy, "reset_state", None)  # a recurrent policy (R2D2): its state per env
 
     def frame() -> Any:
         image = env.render()
@@ -87,15 +116,22 @@ def _frames(env: Any, policy: Any, episodes: int, seed: int) -> Iterator[Any]:
             raise ValueError(f"env {env.spec.id if env.spec else env!r} returned no rgb_array frame from render()")
         return image
 
-    for k in range(episodes):
-        obs, _ = env.reset(seed=seed + k)
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        if reset_state is not None:
+            reset_state(None, eval=True)
         yield frame()
-        done = False
+        done, length, total = False, 0, 0.0
         while not done:
-            action = policy.eval_action(np.asarray(obs)[None])[0]
-            obs, _, terminated, truncated, _ = env.step(action)
+            batch = concatenate(env.observation_space, [obs], obs_buffer)
+            action = next(iter(iterate(actions_space, policy.eval_action(batch))))
+            obs, reward, terminated, truncated, _ = env.step(action)
+            done = bool(terminated or truncated)
+            if reset_state is not None:
+                reset_state(np.array([done]), eval=True)
+            length, total = length + 1, total + float(reward)
             yield frame()
-            done = terminated or truncated
+        played.append((length, total))
 
 
 def _checked_path(out: str | Path, suffix: str, flag: str) -> Path:
@@ -106,11 +142,11 @@ def _checked_path(out: str | Path, suffix: str, flag: str) -> Path:
 
 
 def _replace_when_done(out: Path) -> contextlib.AbstractContextManager[Path]:
-    """A temporary path beside ``out`` (same suffix) that becomes ``out`` when the block ends without error."""
+    """A temporary path beside ``out`` (same suffix) that becomes ``out`` when the block ends without error; the
+    folder of ``out`` must exist (it is not created)."""
 
     @contextlib.contextmanager
     def manager() -> Iterator[Path]:
-        out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
         try:
             yield tmp
@@ -201,28 +237,34 @@ def write_gif(frames: Iterable[Any], out: str | Path, fps: float = 30.0, max_wid
     return out
 
 
-def record_episodes(cfg: Any, policy: Any, out: str | Path, episodes: int = 1, seed: int = 0) -> Path:
-    """Play ``episodes`` greedy episodes of ``policy`` on ``cfg.env`` (seeds ``seed``, ``seed + 1``, ...) and
-    write them back to back into one MP4, ``out``, at the env's ``render_fps``; returns ``out``.
+def record_episodes(cfg: Any, policy: Any, out: str | Path, seeds: Sequence[int | None]) -> Recording:
+    """Play one greedy episode of ``policy`` on ``cfg.env`` per reset seed of ``seeds`` (an evaluation's
+    ``seeds``: its episodes again) and write them back to back into one MP4, ``out``, at the env's
+    ``render_fps``.
 
     Example::
 
-        record_episodes(cfg, policy, "cartpole.mp4", episodes=3)  # -> Path("cartpole.mp4"), 3 episodes
+        result = evaluate(cfg, "runs/cartpole_dqn", episodes=3, replay=lambda policy, result: record_episodes(
+            cfg, policy, "cartpole.mp4", result["seeds"]))  # the 3 evaluated episodes
     """
     out = _checked_path(out, ".mp4", "--video")
     _mp4_writer_class()  # moviepy missing: say so before playing
+    played: list[tuple[int, float]] = []
     with _rendering(cfg) as env:
-        return write_mp4(_frames(env, policy, episodes, seed), out, fps=_fps(env))
+        path = write_mp4(_frames(env, policy, seeds, played), out, fps=_fps(env))
+    return Recording(path, [n for n, _ in played], [r for _, r in played])
 
 
-def record_gif(cfg: Any, policy: Any, out: str | Path, episodes: int = 1, seed: int = 0) -> Path:
-    """Play ``episodes`` greedy episodes of ``policy`` on ``cfg.env`` and write them back to back into one
-    animated GIF, ``out``, at the env's ``render_fps`` (30 when it does not say); returns ``out``.
+def record_gif(cfg: Any, policy: Any, out: str | Path, seeds: Sequence[int | None]) -> Recording:
+    """Play one greedy episode of ``policy`` on ``cfg.env`` per reset seed of ``seeds`` and write them back to
+    back into one animated GIF, ``out``, at the env's ``render_fps`` (30 when it does not say).
 
     Example::
 
-        record_gif(cfg, policy, "cartpole.gif", episodes=2)  # -> Path("cartpole.gif"), 2 episodes
+        record_gif(cfg, policy, "cartpole.gif", seeds=result["seeds"][:1])  # the first evaluated episode
     """
     out = _checked_path(out, ".gif", "--gif")
+    played: list[tuple[int, float]] = []
     with _rendering(cfg) as env:
-        return write_gif(_frames(env, policy, episodes, seed), out, fps=_fps(env))
+        path = write_gif(_frames(env, policy, seeds, played), out, fps=_fps(env))
+    return Recording(path, [n for n, _ in played], [r for _, r in played])

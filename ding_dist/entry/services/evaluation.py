@@ -19,7 +19,7 @@ from typing import Any
 from ding_dist.comm import health_check
 from ding_dist.entry.experiment import ConfigArg, is_compiled, load_config
 from ding_dist.entry.factories import build_policy, env_manager
-from ding_dist.entry.services.checkpointing import load_policy_state
+from ding_dist.entry.services.checkpointing import BEST_FILE, load_policy_state
 from ding_dist.entry.services.counters import Counters
 from ding_dist.entry.services.metrics import Metrics
 from ding_dist.envs import env_seeds, make_vec_env
@@ -88,7 +88,8 @@ def evaluate(
     seed: int = 0,
     replay: Callable[[Any, dict[str, Any]], Any] | None = None,
 ) -> dict[str, Any]:
-    """Greedy evaluation of a checkpoint (a ``ckpt_*.pt`` file or an experiment folder: its newest one).
+    """Greedy evaluation of a checkpoint: a file, or an experiment folder's ``ckpt/best.pt`` (the policy of its best
+    evaluation) where it has one, else its newest complete checkpoint (the one evaluated is logged).
 
     Runs on this process only (no collectives). Returns ``mean_return``, ``std_return``, and per episode, in
     their planned order, ``returns``, ``lengths`` and ``seeds`` (each one's reset seed), and ``checkpoint``.
@@ -105,9 +106,10 @@ def evaluate(
     path = Path(ckpt)
     if path.is_dir():
         folder = path / "ckpt" if (path / "ckpt").is_dir() else path
-        found = CheckpointManager(folder).latest()
+        found = folder / BEST_FILE if (folder / BEST_FILE).is_file() else CheckpointManager(folder).latest()
         if found is None:
             raise FileNotFoundError(f"no loadable checkpoint in {str(folder)!r}")
+        logger.info("evaluating %s", found)
         path = found
     state = load_checkpoint(path)
     manager = env_manager(cfg)
