@@ -208,7 +208,7 @@ def test_slow_rank_is_preempted_and_counters_stay_global(run_ranks, tmp_path):
     env_steps = 2 * (sum(pre0["lengths"]) + sum(pre1["lengths"]))
     for r in (r0, r1):
         assert r["preempt"]["result"]["env_steps"] == env_steps >= 768
-    paths_and_times = ("wall_time_s", "segment_wall_time_s", "exp_dir", "checkpoint")
+    paths_and_times = ("wall_time_s", "segment_wall_time_s", "phases_s", "exp_dir", "checkpoint")
     same = lambda r: {k: v for k, v in r.items() if k not in paths_and_times}  # noqa: E731
     assert same(pre0["result"]) == same(pre1["result"])
     np.testing.assert_array_equal(pre0["params"], pre1["params"])  # the ranks still apply the same update

@@ -45,6 +45,7 @@ from ding_dist.entry.services.failures import (
     guarded,
 )
 from ding_dist.entry.services.metrics import Metrics
+from ding_dist.entry.services.phases import Phases
 from ding_dist.entry.services.run_folder import save_run_config, write_result
 from ding_dist.entry.threads import default_threads
 from ding_dist.envs import make_vec_env
@@ -162,6 +163,7 @@ class DataParallelLoop:
         cfg, c, exp = self.cfg, self.counters, self.exp
         p = cfg.policy
         self.wall_start = wall_start = time.perf_counter()
+        phases = Phases()  # where the time goes: result.json's phases_s
         steps_at_start = c.env_steps
         n_vec = max(1, math.ceil(self.plan.rank_n_sample / self.collector.num_envs))
         local_per_iter = n_vec * self.collector.num_envs
@@ -210,7 +212,8 @@ class DataParallelLoop:
                      where=lambda: f"env step {c.env_steps}", newest=self.ckpt.newest,
                      close=lambda: (bar.close(), self.close())), Preemption(world=self.world) as preempted:  # fmt: skip
             while exp.max_env_steps is None or c.env_steps < exp.max_env_steps:
-                rollout = self.collector.collect(n_vec, c.env_steps, self.preemption)
+                with phases("collect"):
+                    rollout = self.collector.collect(n_vec, c.env_steps, self.preemption)
                 collected, global_collected = local_per_iter, global_per_iter
                 if self.preemption is not None:  # stragglers may have been cut short: count what was collected
                     collected = len(rollout["reward"]) * self.collector.num_envs
@@ -220,13 +223,14 @@ class DataParallelLoop:
                 log_pending += collected
                 log_pending_global += global_collected
                 iters_before = self.policy.train_iter
-                if self.buffer is None:
-                    self.learner.train_rollout(rollout)
-                else:
-                    self.buffer.extend(rollout)
-                    if c.env_steps >= learning_starts:
-                        n_updates = self._updates_due(global_per_iter, n_sample_global)
-                        self.learner.train_replay(self.buffer, n_updates, self.plan.rank_batch)
+                with phases("learn"):
+                    if self.buffer is None:
+                        self.learner.train_rollout(rollout)
+                    else:
+                        self.buffer.extend(rollout)
+                        if c.env_steps >= learning_starts:
+                            n_updates = self._updates_due(global_per_iter, n_sample_global)
+                            self.learner.train_replay(self.buffer, n_updates, self.plan.rank_batch)
                 if debug and self.policy.train_iter // DEBUG_CHECK_EVERY > iters_before // DEBUG_CHECK_EVERY:
                     consistency_check(self.policy)
 
@@ -235,13 +239,16 @@ class DataParallelLoop:
 
                 due = False  # a timed checkpoint: decided at the log points, where the ranks share their clocks
                 if crossed(log_freq):
-                    due = self.log(log_pending, wall_start, steps_at_start, log_pending_global)
+                    with phases("log"):
+                        due = self.log(log_pending, wall_start, steps_at_start, log_pending_global)
                     log_pending = log_pending_global = 0
                 elif self.world == 1 and not log_freq > 0:  # nothing to share: each iteration may decide
                     due = self.ckpt.due_by_time()
-                stop = crossed(eval_freq) and self.evaluate()
+                with phases("eval"):
+                    stop = crossed(eval_freq) and self.evaluate()
                 if crossed(ckpt_freq) or due:
-                    self.checkpoint()
+                    with phases("checkpoint"):
+                        self.checkpoint()
                 fps = (c.env_steps - steps_at_start) / max(time.perf_counter() - wall_start, 1e-9)
                 bar.set_postfix(fps=f"{fps:.0f}", eval=f"{c.last_eval:.1f}" if c.last_eval is not None else "-",
                                 refresh=False)  # fmt: skip
@@ -253,11 +260,14 @@ class DataParallelLoop:
                     stopped_by = preempted.signal_name or "preempted"
                     break
             if log_pending_global:  # whatever stopped the run, its last episodes and updates are logged
-                self.log(log_pending, wall_start, steps_at_start, log_pending_global)
+                with phases("log"):
+                    self.log(log_pending, wall_start, steps_at_start, log_pending_global)
             if stopped_by in ("max_env_steps", "stop_value"):  # a preempted run saves its step without evaluating
-                stopped_by = self.evaluate.at_end(stopped_by)
+                with phases("eval"):
+                    stopped_by = self.evaluate.at_end(stopped_by)
             end_progress(bar, stopped_by, c.last_eval)
-            self.checkpoint()
-            self.ckpt.finish()  # the last checkpoint is on disk before the result says the run ended
+            with phases("checkpoint"):
+                self.checkpoint()
+                self.ckpt.finish()  # the last checkpoint is on disk before the result says the run ended
         return write_result(exp, self.policy, c, stopped_by, time.perf_counter() - wall_start,
-                            checkpoint=self.ckpt.written())  # fmt: skip
+                            checkpoint=self.ckpt.written(), phases_s=phases.split())  # fmt: skip

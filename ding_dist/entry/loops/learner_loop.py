@@ -47,6 +47,7 @@ from ding_dist.entry.services.failures import (
     guarded,
 )
 from ding_dist.entry.services.metrics import Metrics, finish_replay_values, replay_values
+from ding_dist.entry.services.phases import Phases
 from ding_dist.entry.services.run_folder import save_run_config, write_result
 from ding_dist.entry.threads import cpu_cores, default_threads
 from ding_dist.envs import make_vec_env
@@ -189,6 +190,7 @@ class LearnerLoop:
         cfg, c, al = self.cfg, self.counters, self.cfg.actor_learner
         p = cfg.policy
         self.wall_start = wall_start = time.perf_counter()
+        phases = Phases()  # where the time goes: result.json's phases_s
         steps_at_start = c.env_steps
         per_round = self.steps * self.plan.envs  # global env steps per round (every learner's actors)
         n_sample_global = p.collect.n_sample  # the run's total
@@ -223,7 +225,8 @@ class LearnerLoop:
                 Preemption(self.learn_group, world=self.roles.learners) as preempted:  # fmt: skip
             while self.exp.max_env_steps is None or c.env_steps < self.exp.max_env_steps:
                 waited = time.perf_counter()
-                chunk = self._next_chunk(receiver, preempted)  # waits for data
+                with phases("wait_data"):
+                    chunk = self._next_chunk(receiver, preempted)  # waits for data
                 if chunk is None:  # stopped by a signal: the actors are gone
                     stopped_by = preempted.signal_name
                     break
@@ -241,20 +244,22 @@ class LearnerLoop:
 
                 before, c.env_steps = c.env_steps, c.env_steps + per_round
                 iters_before = self.policy.train_iter
-                if self.buffer is None:
-                    rollout = {k: v.copy() for k, v in chunk.rollout.items()}
-                    receiver.release(chunk)  # the actor's next chunk can come in while this one is learned
-                    self.learner.train_rollout(rollout)
-                else:
-                    self.buffer.extend(chunk.rollout, shard=chunk.actor)
-                    receiver.release(chunk)
-                    if c.env_steps >= learning_starts:
-                        n_updates = self._updates_due(per_round, n_sample_global)
-                        self.learner.train_replay(self.buffer, n_updates, self.plan.rank_batch)
+                with phases("learn"):
+                    if self.buffer is None:
+                        rollout = {k: v.copy() for k, v in chunk.rollout.items()}
+                        receiver.release(chunk)  # the actor's next chunk can come in while this one is learned
+                        self.learner.train_rollout(rollout)
+                    else:
+                        self.buffer.extend(chunk.rollout, shard=chunk.actor)
+                        receiver.release(chunk)
+                        if c.env_steps >= learning_starts:
+                            n_updates = self._updates_due(per_round, n_sample_global)
+                            self.learner.train_replay(self.buffer, n_updates, self.plan.rank_batch)
                 if self.policy.train_iter - published_at >= al.weight_sync_every:  # a new version for the actors
                     version, published_at = version + 1, self.policy.train_iter
                     if publisher is not None:
-                        publisher.publish(version, self.policy.train_iter, c.env_steps)
+                        with phases("publish"):
+                            publisher.publish(version, self.policy.train_iter, c.env_steps)
                 if debug and self.policy.train_iter // DEBUG_CHECK_EVERY > iters_before // DEBUG_CHECK_EVERY:
                     consistency_check(self.policy, self.learn_group)
 
@@ -263,12 +268,15 @@ class LearnerLoop:
 
                 due = False  # a timed checkpoint: decided at the log points, where the learners share their clocks
                 if crossed(log_freq):
-                    due = self.log_interval(wall_start, steps_at_start)
+                    with phases("log"):
+                        due = self.log_interval(wall_start, steps_at_start)
                 elif self.roles.learners == 1 and not log_freq > 0:  # nothing to share: each round may decide
                     due = self.ckpt.due_by_time()
-                stop = crossed(eval_freq) and self.evaluate()
+                with phases("eval"):
+                    stop = crossed(eval_freq) and self.evaluate()
                 if crossed(ckpt_freq) or due:
-                    self.checkpoint()
+                    with phases("checkpoint"):
+                        self.checkpoint()
                 fps = (c.env_steps - steps_at_start) / max(time.perf_counter() - wall_start, 1e-9)
                 last = f"{c.last_eval:.1f}" if c.last_eval is not None else "-"
                 bar.set_postfix(fps=f"{fps:.0f}", eval=last, lag=self.lag_max, q=chunk.queue_depth, refresh=False)
@@ -305,6 +313,7 @@ class LearnerLoop:
             stopped_by,
             time.perf_counter() - wall_start,
             checkpoint=self.ckpt.written(),
+            phases_s=phases.split(),
             actor_learner={
                 "role": "learner",
                 "learners": self.roles.learners,
