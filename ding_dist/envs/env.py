@@ -148,6 +148,7 @@ def make_env(
     training: bool = False,
     channels_first: bool = False,
     reward_clip: Any = None,
+    checked: bool = True,
 ) -> gym.Env:
     """Build one gymnasium env from a registered id, or from ``entry_point`` (adapting old-gym envs).
 
@@ -159,11 +160,14 @@ def make_env(
     ``max_episode_steps`` counts agent steps of a whole game (not emulator frames, not one life).
     ``channels_first`` turns uint8 ``(H, W, C)`` images into ``(C, H, W)``; ``reward_clip`` (``[low, high]``) clips
     the rewards of ``training`` envs, below a :class:`gymnasium.wrappers.RecordEpisodeStatistics` that keeps the
-    true returns for the logs.
+    true returns for the logs. ``checked=False`` leaves out the two wrappers ``gym.make`` adds around a registered
+    env that only check how it is called (its passive env checker and its order enforcing): the vector envs of
+    :func:`make_vec_env` build their envs so, except the first, which gymnasium's checker still checks once.
 
     Example::
 
         env = make_env("CartPole-v1")
+        env = make_env("CartPole-v1", checked=False)  # TimeLimit<CartPoleEnv>: no per-call check wrappers
         env = make_env("ALE/Pong-v5", training=True)  # observation (4, 84, 84) uint8
         env = make_env(entry_point="my_pkg.envs:make_legacy_env", env_kwargs={"size": 3})
     """
@@ -186,7 +190,7 @@ def make_env(
         if max_episode_steps is not None:
             env = gym.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
     else:
-        env = _make_raw(env_id, kwargs, max_episode_steps, atari, training)
+        env = _make_raw(env_id, kwargs, max_episode_steps, atari, training, checked)
     if channels_first:
         env = ChannelsFirst(env)
     if training and bounds is not None:
@@ -241,8 +245,10 @@ def _make_raw(
     max_episode_steps: int | None,
     atari: bool | Mapping[str, Any] | None,
     training: bool,
+    checked: bool = True,
 ) -> gym.Env:
-    """A registered env (Atari ones with their preprocessing), before the generic wrappers of :func:`make_env`."""
+    """A registered env (Atari ones with their preprocessing), before the generic wrappers of :func:`make_env`;
+    ``checked=False``: without gymnasium's passive env checker and order enforcing."""
     if not isinstance(env_id, str) or not env_id.strip():
         raise ValueError(f"env.id must be a gymnasium environment id such as 'CartPole-v1', got {env_id!r:.80}")
     use_atari = atari is not False and (isinstance(atari, Mapping) or atari is True or _looks_like_ale(env_id))
@@ -251,15 +257,34 @@ def _make_raw(
     if is_minatar_id(env_id):
         register_minatar()
     _check_env_id(env_id)
+    # checked=False: no passive env checker (a make argument, which env_kwargs may still set) and no order enforcing
+    make = functools.partial(gym.make, env_id, **({} if checked else {"disable_env_checker": True}))
     if use_atari and is_atari_id(env_id):
         kwargs.setdefault("frameskip", 1)  # AtariPreprocessing skips frames (with max-pooling)
-        env = _construct(functools.partial(gym.make, env_id), kwargs, f"env.id {env_id!r}")
+        env = _construct(make, kwargs, f"env.id {env_id!r}")
+        env = env if checked else _without_order_enforcing(env)
         options = atari if isinstance(atari, Mapping) else None
         return wrap_atari(env, options, training=training, max_episode_steps=max_episode_steps)
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
-    env = _construct(functools.partial(gym.make, env_id), kwargs, f"env.id {env_id!r}")
+    env = _construct(make, kwargs, f"env.id {env_id!r}")
+    env = env if checked else _without_order_enforcing(env)
     return GridChannelsFirst(env) if is_minatar_id(env_id) else env
+
+
+def _without_order_enforcing(env: gym.Env) -> gym.Env:
+    """``env`` without the :class:`gymnasium.wrappers.OrderEnforcing` layers of its wrapper chain (a vector env
+    resets each env before it steps it, so the per-call check is not needed)."""
+    while isinstance(env, gym.wrappers.OrderEnforcing):
+        env = env.env
+    outer = env
+    while isinstance(outer, gym.Wrapper):
+        inner = outer.env
+        if isinstance(inner, gym.wrappers.OrderEnforcing):
+            outer.env = inner.env
+        else:
+            outer = inner
+    return env
 
 
 def _looks_like_ale(env_id: str) -> bool:
@@ -318,7 +343,8 @@ class StepCost(gym.Wrapper):
         return self.env.step(action)
 
 
-def _make_from_cfg(env_cfg: Mapping[str, Any], training: bool = False) -> gym.Env:  # picklable for AsyncVectorEnv
+def _make_from_cfg(env_cfg: Mapping[str, Any], training: bool = False, checked: bool = True) -> gym.Env:
+    # a module-level function: its partials pickle for AsyncVectorEnv's workers
     env = make_env(
         env_cfg.get("id"),
         entry_point=env_cfg.get("entry_point"),
@@ -328,6 +354,7 @@ def _make_from_cfg(env_cfg: Mapping[str, Any], training: bool = False) -> gym.En
         training=training,
         channels_first=bool(env_cfg.get("channels_first", False)),
         reward_clip=env_cfg.get("reward_clip"),
+        checked=checked,
     )
     cost = env_cfg.get("step_cost_ms") or 0.0
     return StepCost(env, cost) if cost else env
@@ -383,7 +410,10 @@ def make_vec_env(
         return EnvPoolVectorEnv(env_cfg, int(num_envs), training=training)
     # Build one env eagerly: a bad id or entry point fails here with a clear message, in this process.
     first = _make_from_cfg(env_cfg, training)
-    fns = [functools.partial(_make_from_cfg, env_cfg, training) for _ in range(int(num_envs))]
+    # Env 0 keeps gymnasium's passive env checker (it checks the env's first reset and step); the others are built
+    # without the checker and the order enforcing, wrappers that cost a call on every step (the vector env resets
+    # every env before stepping it).
+    fns = [functools.partial(_make_from_cfg, env_cfg, training, checked=i == 0) for i in range(int(num_envs))]
     guarded = training if restarting is None else restarting
     if guarded and int(env_cfg.get("max_restarts", 5)) > 0:  # 0: a crashing env ends the run (plain vector env)
         first.close()

@@ -150,6 +150,8 @@ class GroupedVectorEnv(gym.vector.VectorEnv):
     def _infos(self, infos: list[dict]) -> dict:
         out: dict = {}
         for info, sl in zip(infos, self.group_slices):
+            if not info:  # most steps: no info at all
+                continue
             for j in range(sl.stop - sl.start):
                 out = self._add_info(out, env_info(info, j), sl.start + j)
         return out

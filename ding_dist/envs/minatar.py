@@ -61,4 +61,5 @@ class GridChannelsFirst(gym.ObservationWrapper):
         self.observation_space = gym.spaces.Box(0, 1, (c, h, w), np.uint8)
 
     def observation(self, observation: Any) -> np.ndarray:
-        return np.ascontiguousarray(np.moveaxis(np.asarray(observation, dtype=np.uint8), -1, 0))
+        # one copy: the (C, H, W) view of the grid, cast to uint8 into a contiguous array
+        return np.ascontiguousarray(np.asarray(observation).transpose(2, 0, 1), dtype=np.uint8)

@@ -44,6 +44,9 @@ logger = logging.getLogger(__name__)
 #: seconds a crashed async worker gets to exit before it is terminated
 _CLOSE_TIMEOUT_S = 1.0
 
+#: action spaces whose batch is one array, iterated by its rows (gymnasium's ``iterate``)
+_ARRAY_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+
 
 #: the async envs of :func:`async_in_workers`: their workers ignore SIGTERM (:class:`InWorker`), so multiprocessing's
 #: own exit hook (terminate, then join) would wait forever for those of an env an exception left unclosed
@@ -166,7 +169,8 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
         self.subs: list[gym.vector.VectorEnv] = [self._make_sub(i) for i in range(self.num_envs)]
         adopt_spaces(self, self.subs[0], self.num_envs)
         self.restarts = 0
-        self._pending_step: tuple[list[Any], list[Any]] | None = None
+        # (actions, None) with the sync manager; (each env's batch of one, results so far) with the async one
+        self._pending_step: tuple[Any, list[Any] | None] | None = None
         self._seeds: list[int | None] = [None] * self.num_envs
         self._crashes: list[collections.deque[float]] = [collections.deque() for _ in range(self.num_envs)]
 
@@ -266,12 +270,16 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
     def step_async(self, actions: Any) -> None:
         """Start a step: with the async manager every worker starts stepping now (sync: the step runs in
         :meth:`step_wait`). Double-buffered sampling (:mod:`ding_dist.envs.grouped`) overlaps the two."""
+        if self.manager == "sync":
+            self._pending_step = (actions, None)
+            return
         acts = self._split_actions(actions)
         results: list[Any] = [None] * self.num_envs
-        if self.manager == "async":  # every worker steps at once
-            for i in range(self.num_envs):
+        with warnings.catch_warnings():  # gymnasium's worker-error warnings: a restart logs one line instead
+            warnings.simplefilter("ignore")
+            for i, sub in enumerate(self.subs):  # every worker steps at once
                 try:
-                    self._call(i, "step_async", acts[i])
+                    sub.step_async(acts[i])
                 except Exception as e:
                     results[i] = e
         self._pending_step = (acts, results)
@@ -282,15 +290,16 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
             raise RuntimeError("step_wait() without a step_async() in flight")
         acts, results = self._pending_step
         self._pending_step = None
-        for i in range(self.num_envs):
-            if results[i] is None:
-                try:
-                    if self.manager == "async":
-                        results[i] = self._call(i, "step_wait")
-                    else:
-                        results[i] = self._call(i, "step", acts[i])
-                except Exception as e:
-                    results[i] = e
+        if results is None:
+            return self._step_sync(acts)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for i, sub in enumerate(self.subs):
+                if results[i] is None:
+                    try:
+                        results[i] = sub.step_wait()
+                    except Exception as e:
+                        results[i] = e
         for i, r in enumerate(results):
             if isinstance(r, BaseException):
                 results[i] = self._restarted_step(i, r)
@@ -300,8 +309,64 @@ class RestartingVectorEnv(gym.vector.VectorEnv):
         truncated = np.concatenate([r[3] for r in results]).astype(bool)
         infos: dict = {}
         for i, r in enumerate(results):
-            infos = self._add_info(infos, env_info(r[4]), i)
+            if r[4]:
+                infos = self._add_info(infos, env_info(r[4]), i)
         return obs, reward, terminated, truncated, infos
+
+    def _step_sync(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """One step of every env of the sync manager, each env called directly (its one-env ``SyncVectorEnv`` only
+        makes its info): the results of stepping each one-env vector env, SAME_STEP autoreset included, without
+        its per-step batching of one."""
+        n = self.num_envs
+        singles = self._single_actions(actions)
+        items: list[Any] = [None] * n
+        reward = np.zeros(n, dtype=np.float64)
+        terminated = np.zeros(n, dtype=np.bool_)
+        truncated = np.zeros(n, dtype=np.bool_)
+        env_infos: list[dict | None] = [None] * n  # the one-env vector infos that are not empty
+        crashed: dict[int, Exception] = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for i, sub in enumerate(self.subs):
+                env = sub.envs[0]
+                try:
+                    obs, reward[i], terminated[i], truncated[i], info = env.step(singles[i])
+                    final = None
+                    if terminated[i] or truncated[i]:  # SAME_STEP: the final step's observation and info go in info
+                        final = {"final_obs": obs, "final_info": info}
+                        obs, info = env.reset()
+                except Exception as e:
+                    crashed[i] = e
+                    continue
+                items[i] = obs
+                if final is not None or info:
+                    env_infos[i] = sub._add_info({} if final is None else sub._add_info({}, final, 0), info, 0)
+        for i, error in crashed.items():  # after every env stepped, in env order, as the one-env vector envs did
+            batch, _ = self._restart(i, error)
+            items[i] = next(iter(iterate(self.subs[i].observation_space, batch)))
+            reward[i], terminated[i], truncated[i] = 0.0, False, False
+            env_infos[i] = {"env_restart": np.ones(1, dtype=bool), "_env_restart": np.ones(1, dtype=bool)}
+        infos: dict = {}
+        for i, one in enumerate(env_infos):
+            if one is not None:
+                infos = self._add_info(infos, env_info(one), i)
+        return self._batch(items), reward, terminated, truncated, infos
+
+    def _batch(self, items: list[Any]) -> Any:
+        """Every env's observation as one batch, as gymnasium's ``concatenate`` makes it (``np.stack`` alone when
+        each is an array of the Box space's own dtype and shape: then nothing needs a cast)."""
+        space = self.single_observation_space
+        if isinstance(space, gym.spaces.Box):
+            dtype, shape = space.dtype, space.shape
+            if all(type(o) is np.ndarray and o.dtype == dtype and o.shape == shape for o in items):
+                return np.stack(items)
+        return concatenate(space, items, create_empty_array(space, len(items), fn=np.empty))
+
+    def _single_actions(self, actions: Any) -> Any:
+        """Each env's action, as its one-env vector env takes it from its batch of one (``actions[i]`` for arrays)."""
+        if isinstance(actions, np.ndarray) and isinstance(self.single_action_space, _ARRAY_SPACES):
+            return actions
+        return [next(iter(iterate(sub.action_space, a))) for sub, a in zip(self.subs, self._split_actions(actions))]
 
     def step_one(self, i: int, action: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Step env ``i`` alone with ``action`` (a batch of one); results are batches of one, as its own

@@ -130,6 +130,9 @@ class Collector:
         # return and length in info["episode"] (gymnasium's RecordEpisodeStatistics): log those instead.
         self._game_stats = bool((getattr(venv, "metadata", None) or {}).get("ding_dist.episode_statistics"))
         self._info: dict = {}
+        import torch  # acting runs in inference mode (the policy's own no_grad stays inside it)
+
+        self._inference_mode = torch.inference_mode
         self.groups = len(venv.group_slices) if isinstance(venv, GroupedVectorEnv) else 1
         recurrent = getattr(policy, "recurrent", False) or hasattr(policy, "reset_state")
         if self.groups > 1 and (recurrent or not isinstance(self.obs, np.ndarray)):
@@ -152,11 +155,13 @@ class Collector:
             preemption.begin()
         if self.groups > 1:
             return self._collect_grouped(n_steps, env_step, preemption)
-        rows: dict[str, list[np.ndarray]] = {}
-        for done in range(n_steps):
-            if preemption is not None and preemption.preempted(done, n_steps):
+        out: dict[str, np.ndarray] = {}  # [n_steps, num_envs, ...] each, made at the first step
+        stop = n_steps
+        for t in range(n_steps):
+            if preemption is not None and preemption.preempted(t, n_steps):
+                stop = t
                 break
-            action, extras = self.policy.collect_action(self.obs, env_step)
+            action, extras = self._act(self.obs, env_step)
             next_obs, reward, terminated, truncated, info = self.venv.step(self.policy.to_env_action(action))
             real_next = next_obs
             if "_final_obs" in info and info["_final_obs"].any():
@@ -164,22 +169,13 @@ class Collector:
                 for i in np.flatnonzero(info["_final_obs"]):
                     real_next[i] = info["final_obs"][i]
             if "_env_restart" in info and info["_env_restart"].any():
-                prev = {k: rows[k][-1] for k in ("terminated", "truncated")} if rows else None
                 self.obs, (action, extras, next_obs, reward, terminated, truncated, real_next) = self._replace_broken(
-                    np.flatnonzero(info["_env_restart"]), prev, env_step, self.obs,
+                    np.flatnonzero(info["_env_restart"]), self._row(out, t - 1), env_step, self.obs,
                     [action, extras, next_obs, reward, terminated, truncated, real_next],
                 )  # fmt: skip
-            step = {
-                "obs": self.obs,
-                "action": action,
-                "reward": np.asarray(reward, dtype=np.float32),
-                "next_obs": real_next,
-                "terminated": np.asarray(terminated, dtype=bool),
-                "truncated": np.asarray(truncated, dtype=bool),
-                **extras,
-            }
-            for key, value in step.items():
-                rows.setdefault(key, []).append(value)
+            terminated, truncated = np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool)
+            self._record(out, t, n_steps, slice(None), self.obs, action, reward, real_next, terminated, truncated,
+                         extras)  # fmt: skip
             self._info = info
             self._track_episodes(reward, terminated | truncated)
             if hasattr(self.policy, "reset_state"):  # a recurrent policy (R2D2): keep its state, zero ended slots
@@ -188,9 +184,32 @@ class Collector:
         else:
             if preemption is not None:
                 preemption.finished()
-        out = {key: np.stack(values) for key, values in rows.items()}
+        if stop < n_steps:
+            out = {key: value[:stop] for key, value in out.items()}
         out["last_obs"] = self.obs.copy()
         return out
+
+    def _act(self, obs: Any, env_step: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The policy's exploratory actions for ``obs``, without autograd's bookkeeping (inference mode)."""
+        with self._inference_mode():
+            return self.policy.collect_action(obs, env_step)
+
+    def _record(self, out: dict[str, np.ndarray], t: int, n_steps: int, sl: slice, obs: Any, action: Any,
+                reward: Any, next_obs: Any, terminated: np.ndarray, truncated: np.ndarray,
+                extras: dict[str, Any]) -> None:  # fmt: skip
+        """Write step ``t`` of envs ``sl`` into the rollout ``out``; each field's ``[n_steps, num_envs, ...]`` array
+        is made at its first write, with the dtype of what is written (rewards: float32), and promoted as
+        ``np.stack`` would if a later step writes a wider dtype."""
+        step = {"obs": obs, "action": action, "reward": np.asarray(reward, dtype=np.float32), "next_obs": next_obs,
+                "terminated": terminated, "truncated": truncated, **extras}  # fmt: skip
+        for key, value in step.items():
+            value = np.asarray(value)
+            field = out.get(key)
+            if field is None:
+                field = out[key] = np.empty((n_steps, self.num_envs, *value.shape[1:]), dtype=value.dtype)
+            elif field.dtype != value.dtype and np.result_type(field, value) != field.dtype:
+                field = out[key] = field.astype(np.result_type(field, value))
+            field[t, sl] = value
 
     def _replace_broken(self, broken: np.ndarray, prev: dict[str, np.ndarray] | None, env_step: int,
                         obs: np.ndarray, step: list[Any], lo: int = 0) -> tuple[np.ndarray, list[Any]]:  # fmt: skip
@@ -213,7 +232,7 @@ class Collector:
             restarted = True
             while restarted:  # the new env may crash at once too: the venv's restart limit ends this loop
                 obs[i] = next_obs[i]
-                a, ex = self.policy.collect_action(obs[i : i + 1], env_step)
+                a, ex = self._act(obs[i : i + 1], env_step)
                 o, r, te, tr, inf = self.venv.step_one(lo + int(i), self.policy.to_env_action(a))
                 restarted = bool(inf.get("_env_restart", [False])[0])
                 action[i], reward[i], terminated[i], truncated[i], next_obs[i] = a[0], r[0], te[0], tr[0], o[0]
@@ -236,7 +255,7 @@ class Collector:
             return {"last_obs": self.obs.copy()}
 
         def launch(g: int) -> None:  # the policy acts for group g, whose envs start stepping
-            action, extras = self.policy.collect_action(obs[g], env_step)
+            action, extras = self._act(obs[g], env_step)
             venv.step_async(g, self.policy.to_env_action(action))
             acted[g] = (obs[g], action, extras)
 
@@ -260,21 +279,9 @@ class Collector:
                             [action, extras, next_obs, reward, terminated, truncated, real_next], lo=sl.start,
                         )
                     )  # fmt: skip
-                step = {
-                    "obs": group_obs,
-                    "action": action,
-                    "reward": np.asarray(reward, dtype=np.float32),
-                    "next_obs": real_next,
-                    "terminated": np.asarray(terminated, dtype=bool),
-                    "truncated": np.asarray(truncated, dtype=bool),
-                    **extras,
-                }
-                for key, value in step.items():
-                    value = np.asarray(value)
-                    if key not in out:
-                        out[key] = np.empty((n_steps, self.num_envs, *value.shape[1:]), dtype=value.dtype)
-                    out[key][t, sl] = value
-                self._track(reward, step["terminated"] | step["truncated"], info, sl.start)
+                terminated, truncated = np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool)
+                self._record(out, t, n_steps, sl, group_obs, action, reward, real_next, terminated, truncated, extras)
+                self._track(reward, terminated | truncated, info, sl.start)
                 obs[g] = next_obs
                 if g == 0 and t + 1 < n_steps and preemption is not None and preemption.preempted(t + 1, n_steps):
                     stop = t + 1
