@@ -82,10 +82,15 @@ def preset_config(algo: str, env_id: str, folder: str | Path | None = None) -> P
         >>> preset_config("dqn", "CartPole-v1").name  # shipped
         'cartpole_dqn_config.py'
     """
-    from ding_dist.policy import POLICY_REGISTRY  # torch: only when a run is started by name
+    from ding_dist.policy import get_policy_cls  # torch: only when a run is started by name
 
-    if algo not in POLICY_REGISTRY:
-        raise ConfigError(f"--algo {algo!r} is not a policy; registered: {', '.join(sorted(POLICY_REGISTRY))}")
+    try:
+        get_policy_cls(algo)  # imports that policy only (every one when it is none)
+    except ValueError:
+        from ding_dist.policy import POLICY_REGISTRY
+
+        names = ", ".join(sorted(POLICY_REGISTRY))
+        raise ConfigError(f"--algo {algo!r} is not a policy; registered: {names}") from None
     shipped = shipped_config(algo, env_id)
     if shipped is not None:
         return shipped

@@ -27,7 +27,7 @@ from typing import Any
 from easydict import EasyDict
 
 from ding_dist.comm import broadcast_object, get_rank, get_world_size
-from ding_dist.config import check_sync_config, compile_config, read_config, translate_if_ding
+from ding_dist.config import check_sync_config, compile_config, looks_like_ding, read_config
 from ding_dist.entry.exp_folder import default_exp_dir, holds_run, lock_folder, same_job
 from ding_dist.entry.factories import build_policy, env_manager, make_replay_buffer, replay_capacity  # re-exported
 from ding_dist.entry.roles import Roles, actor_learner_default_config, check_actor_learner_config
@@ -101,7 +101,10 @@ def load_config(config: ConfigArg, *, seed: int | None = None, overrides: Sequen
             f"config must be a path to a Python config file, (main_config, create_config) or a compiled config, "
             f"got {config!r:.120}"
         )
-    main, create, overrides = translate_if_ding(main, create, overrides, config)  # DI-engine files: ding_dialect.py
+    if looks_like_ding(main, create):  # DI-engine files: translated (ding_dist.config.ding, imported for them only)
+        from ding_dist.config import translate_if_ding
+
+        main, create, overrides = translate_if_ding(main, create, overrides, config)
     policy_type = (create.get("policy") or {}).get("type")
     if policy_type is None:
         raise ValueError("create_config.policy.type is missing; set it to one of the registered policies")

@@ -10,6 +10,7 @@ Example::
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
@@ -17,11 +18,13 @@ import torch
 from easydict import EasyDict
 
 from ding_dist.comm import resolve_device
-from ding_dist.data.frame_replay import FrameReplayBuffer, replay_buffer_for
-from ding_dist.data.prioritized import PrioritizedReplayBuffer
-from ding_dist.data.replay import ReplayBuffer
-from ding_dist.data.sequence_replay import SequenceReplayBuffer
 from ding_dist.policy import Policy, get_policy_cls
+
+if TYPE_CHECKING:  # the buffers are imported where one is made: an on-policy run needs none
+    from ding_dist.data.frame_replay import FrameReplayBuffer
+    from ding_dist.data.prioritized import PrioritizedReplayBuffer
+    from ding_dist.data.replay import ReplayBuffer
+    from ding_dist.data.sequence_replay import SequenceReplayBuffer
 
 __all__ = ["build_policy", "env_manager", "make_replay_buffer", "replay_capacity"]
 
@@ -66,6 +69,10 @@ def make_replay_buffer(
 
         buffer = make_replay_buffer(cfg, obs_space, act_space, num_envs=8, capacity=100_000, seed=0)
     """
+    from ding_dist.data.frame_replay import replay_buffer_for
+    from ding_dist.data.prioritized import PrioritizedReplayBuffer
+    from ding_dist.data.sequence_replay import SequenceReplayBuffer
+
     p = cfg.policy
     discrete = isinstance(act_space, gym.spaces.Discrete)
     policy_type = ((cfg.get("create_config") or {}).get("policy") or {}).get("type")  # absent: a plain replay

@@ -34,10 +34,6 @@ from typing import Any
 from ding_dist.comm.heartbeat import heartbeat_running, heartbeat_scope
 from ding_dist.entry.exp_folder import default_exp_dir, holds_run
 from ding_dist.entry.experiment import DEFAULT_HEALTH_TIMEOUT_S, ConfigArg, Experiment, load_config
-from ding_dist.entry.loops.actor import ActorLoop
-from ding_dist.entry.loops.data_parallel import DataParallelLoop
-from ding_dist.entry.loops.inference_loop import InferenceLoop
-from ding_dist.entry.loops.learner_loop import LearnerLoop
 from ding_dist.entry.services.evaluation import evaluate
 from ding_dist.entry.services.failures import sigterm_exits
 from ding_dist.entry.services.summary import run_summary
@@ -73,11 +69,21 @@ def loop_for(exp: Experiment) -> type:
 
         loop_for(exp)(exp).run()
     """
-    if exp.roles is None:
+    if exp.roles is None:  # each loop imported when a rank runs it: the others are not needed
+        from ding_dist.entry.loops.data_parallel import DataParallelLoop
+
         return DataParallelLoop
     if exp.roles.is_inference(exp.rank):
+        from ding_dist.entry.loops.inference_loop import InferenceLoop
+
         return InferenceLoop
-    return LearnerLoop if exp.roles.is_learner(exp.rank) else ActorLoop
+    if exp.roles.is_learner(exp.rank):
+        from ding_dist.entry.loops.learner_loop import LearnerLoop
+
+        return LearnerLoop
+    from ding_dist.entry.loops.actor import ActorLoop
+
+    return ActorLoop
 
 
 def train(

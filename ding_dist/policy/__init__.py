@@ -1,27 +1,46 @@
 """Policies (one file per algorithm) and the registry that maps ``create_config.policy.type`` to a class.
 
-Every module of this package is imported here, so each policy file's ``@register_policy`` has run once
-``ding_dist.policy`` is imported: adding a policy means adding its file (and its config). The registered classes
-are exported under their class names (``from ding_dist.policy import DQNPolicy``).
+Each policy file's ``@register_policy`` registers its class; the files are found without a hand-kept list, and
+imported when needed: :func:`get_policy_cls` imports the policy a config names (a run imports no other),
+``POLICY_REGISTRY`` and the class names imported from here (``from ding_dist.policy import DQNPolicy``) import every
+policy file of the package first (PEP 562). Adding a policy means adding its file (and its config).
 """
 
 from __future__ import annotations
 
-from ding_dist.policy.base import Policy, action_info, hard_update, mlp, obs_dim, soft_update
-from ding_dist.policy.registry import POLICY_REGISTRY, get_policy_cls, import_modules, register_policy
+from typing import Any
 
-import_modules(__path__, __name__)
-globals().update({cls.__name__: cls for cls in POLICY_REGISTRY.values()})
+from ding_dist.policy.base import Policy as Policy
+from ding_dist.policy.base import action_info as action_info
+from ding_dist.policy.base import hard_update as hard_update
+from ding_dist.policy.base import mlp as mlp
+from ding_dist.policy.base import obs_dim as obs_dim
+from ding_dist.policy.base import soft_update as soft_update
+from ding_dist.policy.registry import get_policy_cls as get_policy_cls
+from ding_dist.policy.registry import import_builtin_policies
+from ding_dist.policy.registry import import_modules as import_modules
+from ding_dist.policy.registry import register_policy as register_policy
 
-__all__ = [
-    "POLICY_REGISTRY",
-    "Policy",
-    "action_info",
-    "get_policy_cls",
-    "hard_update",
-    "mlp",
-    "obs_dim",
-    "register_policy",
-    "soft_update",
-    *sorted({cls.__name__ for cls in POLICY_REGISTRY.values()}),
-]
+_NAMES = ["Policy", "action_info", "get_policy_cls", "hard_update", "mlp", "obs_dim", "register_policy", "soft_update"]
+
+
+def _classes() -> dict[str, type[Policy]]:
+    return {cls.__name__: cls for cls in import_builtin_policies().values()}
+
+
+def __getattr__(name: str) -> Any:
+    """``POLICY_REGISTRY`` (every built-in policy registered), a policy class by its name, a policy module, or
+    ``__all__``."""
+    if name == "POLICY_REGISTRY":
+        return import_builtin_policies()
+    if name == "__all__":
+        return ["POLICY_REGISTRY", *_NAMES, *sorted(_classes())]
+    if not name.startswith("_"):
+        found = _classes().get(name, globals().get(name))  # a class, or a module the import just added
+        if found is not None:
+            return found
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "POLICY_REGISTRY", *_classes()})

@@ -5,9 +5,12 @@ A policy file registers its class where it defines it::
     @register_policy("dqn")
     class DQNPolicy(QLearningPolicy): ...
 
-and :mod:`ding_dist.policy` imports every module of its package on first import, so a new file is found without
-a hand-kept import list. The class carries its config defaults (:meth:`Policy.default_config`); DI-engine's other
-names for the same algorithm go in ``aliases``.
+and the package's modules are found without a hand-kept import list: :func:`get_policy_cls` imports the module named
+like the type first (``ding_dist/policy/dqn.py`` for ``"dqn"``: a run imports the one policy it trains), and every
+module of the package when that does not register the name (:func:`import_builtin_policies`), as
+``ding_dist.policy.POLICY_REGISTRY``, the package's class names and a registration from outside the package do. The
+class carries its config defaults (:meth:`Policy.default_config`); DI-engine's other names for the same algorithm go in
+``aliases``.
 """
 
 from __future__ import annotations
@@ -16,14 +19,20 @@ import importlib
 import inspect
 import pkgutil
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TypeVar
 
 from ding_dist.policy.base import Policy
 
-__all__ = ["POLICY_REGISTRY", "get_policy_cls", "import_modules", "register_policy"]
+__all__ = ["POLICY_REGISTRY", "get_policy_cls", "import_builtin_policies", "import_modules", "register_policy"]
 
-#: ``create_config.policy.type`` -> policy class (each alias is a key of its own).
+#: ``create_config.policy.type`` -> policy class (each alias is a key of its own): the policies imported so far
+#: (``ding_dist.policy.POLICY_REGISTRY`` imports them all first).
 POLICY_REGISTRY: dict[str, type[Policy]] = {}
+
+_PACKAGE = __name__.rpartition(".")[0]  # ding_dist.policy, whose modules hold the built-in policies
+_PATH = [str(Path(__file__).resolve().parent)]
+_all_imported = False
 
 P = TypeVar("P", bound=type[Policy])
 
@@ -57,6 +66,8 @@ def register_policy(name: str, cls: type[Policy] | None = None, *, aliases: Sequ
     """
 
     def decorate(c: P) -> P:
+        if not c.__module__.startswith(f"{_PACKAGE}."):  # a name a built-in policy holds is taken, imported or not
+            import_builtin_policies()
         for n in (name, *aliases):
             _add(n, c)
         return c
@@ -73,10 +84,34 @@ def get_policy_cls(name: str) -> type[Policy]:
 
         get_policy_cls("dqn")  # DQNPolicy
     """
+    if name not in POLICY_REGISTRY and isinstance(name, str) and name.isidentifier() and not name.startswith("_"):
+        if name in _module_names():  # the module named like the type: the one policy a run imports
+            importlib.import_module(f"{_PACKAGE}.{name}")
+        if name not in POLICY_REGISTRY:  # another module's name or alias (ppg_offpolicy, sac_discrete), or none
+            import_builtin_policies()
     try:
         return POLICY_REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown policy type {name!r}; registered: {sorted(POLICY_REGISTRY)}") from None
+
+
+def _module_names() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(_PATH) if not m.name.startswith("_"))
+
+
+def import_builtin_policies() -> dict[str, type[Policy]]:
+    """Import every module of :mod:`ding_dist.policy` (once), so each built-in policy is registered; returns
+    :data:`POLICY_REGISTRY`.
+
+    Example::
+
+        sorted(import_builtin_policies())  # ['a2c', 'acer', 'bdq', ...]
+    """
+    global _all_imported
+    if not _all_imported:
+        import_modules(_PATH, _PACKAGE)
+        _all_imported = True
+    return POLICY_REGISTRY
 
 
 def import_modules(path: Iterable[str], package: str) -> list[str]:

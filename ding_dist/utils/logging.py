@@ -153,7 +153,9 @@ class MetricWriter:
     Each :meth:`scalars` call appends one JSON line ``{"step": s, "wall_time": t, "<key>": value, ...}``.
     ``purge_step`` (when resuming at step S) drops records at steps >= S left by the interrupted run,
     both in TensorBoard and in the JSON-lines file. ``tensorboard=False`` writes only the JSON lines.
-    ``config`` (the resolved run config) is written once to TensorBoard (:meth:`write_config`). ``track``
+    TensorBoard's writer (importing it takes about 0.2 s) is made at the first record, flush or close, so a run
+    reaches its first env step without it. ``config`` (the resolved run config) is written once to TensorBoard
+    (:meth:`write_config`). ``track``
     (default: :func:`tracking_requested`) first starts a Weights & Biases run with ``sync_tensorboard``,
     the config, ``dir`` = the folder above ``log_dir`` (the experiment folder), offline unless
     ``WANDB_MODE`` or ``WANDB_API_KEY`` is set; it is finished by :meth:`close`.
@@ -177,6 +179,8 @@ class MetricWriter:
         self.log_dir = Path(log_dir)
         self.enabled = _rank_and_world()[0] == 0
         self._tb = None
+        self._tb_to_make: int | None | bool = False  # the writer's purge_step until it is made; False: none to make
+        self._tb_configs: list[tuple[Mapping[str, Any], int]] = []  # write_config's calls before it was made
         self._file = None
         self._wandb = None
         if not self.enabled:
@@ -189,12 +193,23 @@ class MetricWriter:
         if tracking_requested() if track is None else track:  # before TensorBoard: wandb patches its writer
             self._wandb = _start_wandb(config or {}, self.log_dir.parent)
         if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._tb = SummaryWriter(log_dir=str(self.log_dir), purge_step=purge_step)
+            self._tb_to_make = purge_step  # made by _writer(), after wandb's patch as before
         self._file = open(path, "a", encoding="utf-8")
         if config is not None:
             self.write_config(config, step=purge_step or 0)
+
+    def _writer(self) -> Any:
+        """TensorBoard's ``SummaryWriter`` (None without TensorBoard), made at the first call, which also writes the
+        configs :meth:`write_config` was given before it."""
+        if self._tb is None and self._tb_to_make is not False:
+            from torch.utils.tensorboard import SummaryWriter
+
+            purge_step, self._tb_to_make = self._tb_to_make, False
+            self._tb = SummaryWriter(log_dir=str(self.log_dir), purge_step=purge_step)
+            configs, self._tb_configs = self._tb_configs, []
+            for config, step in configs:
+                self.write_config(config, step)
+        return self._tb
 
     @staticmethod
     def _encode(record: Mapping[str, Any]) -> dict:
@@ -213,9 +228,10 @@ class MetricWriter:
             clean[key] = _as_float(key, value)
         if not self.enabled or self._file is None:
             return
-        if self._tb is not None:
+        tb = self._writer()
+        if tb is not None:
             for key, value in clean.items():
-                self._tb.add_scalar(key, value, int(step))
+                tb.add_scalar(key, value, int(step))
         record = {"step": int(step), "wall_time": time.time(), **clean}
         self._file.write(json.dumps(self._encode(record)) + "\n")
         self._file.flush()
@@ -234,7 +250,10 @@ class MetricWriter:
             >>> with MetricWriter(tempfile.mkdtemp()) as w:
             ...     w.write_config({"seed": 0, "policy": {"learn": {"learning_rate": 1e-3}}})
         """
-        if not self.enabled or self._tb is None:
+        if not self.enabled or (self._tb is None and self._tb_to_make is False):
+            return
+        if self._tb is None:  # written when the writer is made, as it is now
+            self._tb_configs.append((_plain(config), step))
             return
         from torch.utils.tensorboard.summary import hparams
 
@@ -248,7 +267,7 @@ class MetricWriter:
 
     def flush(self) -> None:
         """Push buffered events to disk."""
-        if self._tb is not None:
+        if self._file is not None and self._writer() is not None:
             self._tb.flush()
         if self._file is not None:
             self._file.flush()
@@ -256,6 +275,8 @@ class MetricWriter:
 
     def close(self) -> None:
         """Flush and close (and finish the W&B run); later calls are no-ops."""
+        if self._file is not None:  # a run that wrote no record still leaves its config in TensorBoard
+            self._writer()
         if self._tb is not None:
             self._tb.close()
             self._tb = None

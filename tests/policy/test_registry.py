@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import pkgutil
+import subprocess
 import sys
 
 import pytest
@@ -89,3 +91,37 @@ def test_bad_registrations_say_what_is_wrong():
     with pytest.raises(ValueError, match="non-empty string"):
         register_policy("", OtherDQN)
     assert get_policy_cls("dqn") is DQNPolicy and "bad" not in POLICY_REGISTRY
+
+
+_ONE_POLICY = """
+import sys
+from ding_dist.policy import get_policy_cls
+print(get_policy_cls({name!r}).__name__)
+print(sorted(m.rpartition(".")[2] for m in sys.modules if m.startswith("ding_dist.policy.")))
+"""
+
+
+@pytest.mark.parametrize(("name", "cls"), [("ppo", "PPOPolicy"), ("sac_discrete", "DiscreteSACPolicy")])
+def test_a_run_imports_the_policy_it_names_and_no_other(name, cls):
+    """``get_policy_cls`` imports the module named like the type; an alias or another module's type imports them all."""
+    code = _ONE_POLICY.format(name=name)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    found, modules = out.splitlines()
+    assert found == cls
+    others = {c.__module__.rpartition(".")[2] for c in POLICY_REGISTRY.values()} - {"ppo"}
+    imported = set(ast.literal_eval(modules))
+    assert "ppo" in imported
+    assert (imported & others == set()) if name == "ppo" else others <= imported
+
+
+def test_a_name_held_by_a_policy_not_yet_imported_is_still_taken():
+    code = (
+        "from ding_dist.policy.base import Policy\nfrom ding_dist.policy.registry import register_policy\n"
+        "class Mine(Policy):\n    def learn(self, *a): pass\n    def collect_action(self, *a): pass\n"
+        "    def eval_action(self, *a): pass\n"
+        "try:\n    register_policy('sac')(Mine)\nexcept ValueError as e:\n    print(e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == ("policy type 'sac' is already ding_dist.policy.sac.SACPolicy; pick another name"), (
+        done.stderr
+    )

@@ -6,6 +6,7 @@ import io
 import json
 import logging
 import math
+import subprocess
 import sys
 
 import pytest
@@ -47,6 +48,42 @@ def test_metric_writer_jsonl_and_tensorboard(tmp_path):
     acc.Reload()
     assert [(e.step, e.value) for e in acc.Scalars("eval/mean_reward")] == [(200, 20.0)]
     assert [(e.step, e.value) for e in acc.Scalars("rollout/ep_rew_mean")] == [(100, 10.0)]
+
+
+def _config_texts(folder) -> list[tuple[int, dict]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(folder), size_guidance={"tensors": 0})
+    acc.Reload()
+    return [(e.step, json.loads(e.tensor_proto.string_val[0].decode())) for e in acc.Tensors("config/text_summary")]
+
+
+def test_tensorboard_writer_is_made_at_the_first_record_with_the_config_as_given(tmp_path):
+    """No event file (and no TensorBoard import) until something is written; then the config as it was given."""
+    config = {"seed": 3, "policy": {"learn": {"learning_rate": 0.001}}}
+    w = MetricWriter(tmp_path, purge_step=40, config=config)
+    config["seed"] = 99  # changed after: TensorBoard gets the config the writer was given
+    assert w._tb is None and not list(tmp_path.glob("events.out.tfevents.*"))
+    w.scalar("train/loss", 0.5, step=48)
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 1
+    w.close()
+    assert _config_texts(tmp_path) == [(40, {"seed": 3, "policy": {"learn": {"learning_rate": 0.001}}})]
+
+
+def test_a_writer_closed_without_records_still_writes_its_config(tmp_path):
+    MetricWriter(tmp_path, config={"seed": 1}).close()
+    assert _config_texts(tmp_path) == [(0, {"seed": 1})]
+
+
+def test_making_a_metric_writer_imports_no_tensorboard(tmp_path):
+    code = (
+        "import sys\nfrom ding_dist.utils import MetricWriter\n"
+        f"w = MetricWriter({str(tmp_path)!r}, config={{'seed': 1}})\n"
+        "print(sorted(m for m in ('tensorboard', 'torch.utils.tensorboard') if m in sys.modules))\n"
+        "w.scalar('x', 1.0, step=1)\nprint('torch.utils.tensorboard' in sys.modules)\nw.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split() == ["[]", "True"]
 
 
 def test_metric_writer_purge_on_resume(tmp_path):

@@ -130,9 +130,11 @@ def run_rank(args: argparse.Namespace, cfg: Any) -> int:
     """This process's rank of the job (a world of one without a launcher), on the config compiled once."""
     from ding_dist.comm import DistContext, debug_enabled, set_debug
     from ding_dist.entry import pipeline
-    from ding_dist.entry.cli.agent import die_with_agent
 
-    die_with_agent()  # under torchrun: a killed agent leaves no orphan (this rank stops as if preempted)
+    if os.environ.get("TORCHELASTIC_RUN_ID"):  # torchrun's rank (the agent module imports torch's elastic agent)
+        from ding_dist.entry.cli.agent import die_with_agent
+
+        die_with_agent()  # a killed agent leaves no orphan (this rank stops as if preempted)
     _stacks_on_sigusr2()
     was_debug = debug_enabled()
     if args.debug:
