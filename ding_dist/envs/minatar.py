@@ -11,6 +11,11 @@ probability 0.1, difficulty ramping, no time limit (``env.max_episode_steps`` ad
 
 from __future__ import annotations
 
+import importlib
+import sys
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import gymnasium as gym
@@ -40,10 +45,35 @@ def register_minatar() -> None:
     if "MinAtar/Breakout-v1" in gym.registry:
         return
     try:
-        import minatar.gym
+        with _display_modules_on_first_use():
+            import minatar.gym
     except ImportError as e:
         raise ValueError(f"MinAtar ids need the minatar package: pip install 'ding_dist[minatar]' ({e})") from e
     minatar.gym.register_envs()
+
+
+class _OnFirstUse(types.ModuleType):
+    """Stands for a module in another module's globals until one of its attributes is asked for: then the real module
+    is imported (once) and answers."""
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib.import_module(self.__name__), attr)
+
+
+@contextmanager
+def _display_modules_on_first_use() -> Iterator[None]:
+    """``minatar`` imports seaborn (and with it pandas) and matplotlib's pyplot at its top for its displays, about as
+    long as ``import torch`` itself: while it is imported they are stand-ins, which import the real modules when a
+    display or an ``rgb_array`` frame first uses them; afterwards the names are free again, so any other import gets
+    the real module."""
+    stand_ins = {n: _OnFirstUse(n) for n in ("seaborn", "matplotlib.pyplot") if n not in sys.modules}
+    sys.modules.update(stand_ins)
+    try:
+        yield
+    finally:
+        for name, module in stand_ins.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
 
 
 class GridChannelsFirst(gym.ObservationWrapper):

@@ -44,3 +44,24 @@ def test_seeded_vector_envs_repeat_and_time_limit_applies():
 
 def test_id_detection():
     assert is_minatar_id("MinAtar/Seaquest-v0") and not is_minatar_id("ALE/Breakout-v5")
+
+
+def test_registering_imports_no_display_library_and_rgb_frames_still_render():
+    """minatar imports seaborn (pandas) and pyplot for its displays: they load when a frame first needs them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, gymnasium as gym\n"
+        "from ding_dist.envs.minatar import register_minatar\n"
+        "register_minatar()\n"
+        "env = gym.make('MinAtar/Breakout-v1', render_mode='rgb_array', disable_env_checker=True)\n"
+        "env.reset(seed=0)\n"
+        "before = sorted(m for m in ('seaborn', 'pandas', 'matplotlib.pyplot') if m in sys.modules)\n"
+        "frame = env.render()\n"
+        "import seaborn\n"
+        "print(before, frame.shape, type(seaborn).__name__, hasattr(seaborn, 'color_palette'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[] (10, 10, 3) module True"
