@@ -126,13 +126,43 @@ class Bucket:
             view.copy_(g)
             p.grad = view
 
+    def adopt_ready(self) -> None:
+        """:meth:`adopt_grad` for every parameter that produced a gradient this pass, with one batched copy.
+
+        Example:
+            >>> p = torch.nn.Parameter(torch.zeros(2))
+            >>> b = Bucket(0, [p])
+            >>> p.grad, b.ready = torch.ones(2), [True]
+            >>> b.adopt_ready()
+            >>> p.grad.data_ptr() == b.grads.data_ptr(), b.grads.tolist()
+            (True, [1.0, 1.0])
+        """
+        dsts, srcs = [], []
+        for i, ok in enumerate(self.ready):
+            if not ok:
+                continue
+            p, view = self.params[i], self.views[i]
+            g = p.grad
+            if g is None:
+                continue
+            if g.is_sparse:
+                self.adopt_grad(i)  # raises, naming the parameter
+            if g.data_ptr() != view.data_ptr():
+                dsts.append(view)
+                srcs.append(g)
+                p.grad = view
+        if dsts:
+            torch._foreach_copy_(dsts, srcs)
+
     def prepare_launch(self) -> None:
-        """Zero the slices of parameters without a gradient this pass and write the indicators.
+        """Move this pass's gradients into the bucket (:meth:`adopt_ready`), zero the slices of parameters
+        without a gradient this pass and write the indicators.
 
         A parameter whose ``.grad`` already is the bucket view (e.g. kept from an earlier backward
         pass of the same step) is stashed first so :meth:`finish` can restore it if no rank
         produces a new gradient for it.
         """
+        self.adopt_ready()
         if self.n_ready == len(self.params):
             self.indicators.fill_(1)
             self.all_ready = True
@@ -247,19 +277,30 @@ def read_host(tensors: Sequence[torch.Tensor]) -> list[list[float]]:
         [[1.0], [2.0, 3.0]]
     """
     global _host_reads
-    by_device: dict[torch.device, list[int]] = {}
-    for i, t in enumerate(tensors):
-        by_device.setdefault(t.device, []).append(i)
     out: list[list[float]] = [[] for _ in tensors]
-    for indices in by_device.values():
-        parts = [tensors[i].reshape(-1).float() for i in indices]
-        flat = torch.cat(parts).tolist()
+    for indices, flat in _flat_per_device(tensors):
+        values = flat.tolist()
         _host_reads += 1
+        if not isinstance(values, list):  # a single 0-dim tensor
+            values = [values]
         offset = 0
-        for i, part in zip(indices, parts):
-            out[i] = flat[offset : offset + part.numel()]
-            offset += part.numel()
+        for i in indices:
+            n = tensors[i].numel()
+            out[i] = values[offset : offset + n]
+            offset += n
     return out
+
+
+def _flat_per_device(tensors: Sequence[torch.Tensor]) -> list[tuple[list[int], torch.Tensor]]:
+    """``tensors`` as one flat float32 tensor per device, with the indices of the tensors it holds."""
+    if len(tensors) == 1:  # the usual step: one bucket's flag (no grouping, no concatenation)
+        t = tensors[0]
+        t = t if t.dim() <= 1 else t.reshape(-1)
+        return [([0], t if t.dtype == torch.float32 else t.float())]
+    groups: dict[torch.device, list[int]] = {}
+    for i, t in enumerate(tensors):
+        groups.setdefault(t.device, []).append(i)
+    return [(indices, torch.cat([tensors[i].reshape(-1).float() for i in indices])) for indices in groups.values()]
 
 
 def counts_of(indicator_sums: torch.Tensor) -> list[float]:

@@ -26,7 +26,7 @@ from torch import nn
 from ding_dist.comm import get_rank as comm_rank
 from ding_dist.sync._primitives import MeteredLink
 from ding_dist.sync.algorithms import Algorithm, DistributedAlgorithm, get_algorithm
-from ding_dist.sync.bucket import Bucket, build_buckets, check_bucket_size, read_host, wait_all
+from ding_dist.sync.bucket import Bucket, BucketStage, build_buckets, check_bucket_size, read_host, wait_all
 from ding_dist.sync.nonfinite import NonfiniteGuard, check_nonfinite_options, nonfinite_flag, nonfinite_params
 from ding_dist.sync.optimizer_state import broadcast_optimizer_state
 from ding_dist.sync.parameters import allreduce_parameters, broadcast_coalesced, broadcast_parameters, check_same_model
@@ -189,8 +189,7 @@ class SyncEngine:
             )
         if bucket.ready[i]:
             raise RuntimeError(f"gradient of parameter #{i} in bucket {bucket.index} marked ready twice")
-        bucket.adopt_grad(i)
-        bucket.ready[i] = True
+        bucket.ready[i] = True  # the gradient moves into the bucket when the bucket is launched
         bucket.n_ready += 1
         if not self.delay_reduce and bucket.n_ready == bucket.expected:
             self._launch_in_order()
@@ -222,12 +221,20 @@ class SyncEngine:
                 self._launch(self.buckets[self._next])
                 self._next += 1
             launched = [b for b in self.buckets if b.launched]
-            results = wait_all([b.stage for b in launched])
-            partial = [c for b, c in zip(launched, results) if b.partial]
-            host = iter(read_host(partial)) if partial else iter(())  # the only read-back, partial passes only
-            for b in launched:
-                b.finish(next(host) if b.partial else None)
+            if len(launched) == 1 and not launched[0].partial:  # one bucket (a small network): no bookkeeping
+                b = launched[0]
+                result = b.stage.wait()
+                while isinstance(result, BucketStage):
+                    result = result.wait()
+                b.finish(None)
                 b.stage = None
+            else:
+                results = wait_all([b.stage for b in launched])
+                partial = [c for b, c in zip(launched, results) if b.partial]
+                host = iter(read_host(partial)) if partial else iter(())  # the only read-back, partial passes only
+                for b in launched:
+                    b.finish(next(host) if b.partial else None)
+                    b.stage = None
             if self._buffers:
                 broadcast_coalesced(self._buffers, self.link)
             if self.guard is not None and launched:

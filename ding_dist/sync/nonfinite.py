@@ -245,7 +245,14 @@ class NonfiniteGuard:
         if not self._deferred:
             return
         deferred, self._deferred = self._deferred, []
-        values = iter(read_host([f for flags, _, _ in deferred for f in flags]))
+        if len(deferred) == 1 and len(deferred[0][0]) == 1:  # the usual step: one pass, one bucket
+            host = read_host(deferred[0][0])
+            if not host[0][0]:
+                self.after_backward((), None, deferred[0][2])
+                return
+        else:
+            host = read_host([f for flags, _, _ in deferred for f in flags])
+        values = iter(host)
         bad: dict[str, None] = {}
         ranks: list[int] = []
         for flags, judge, _ in deferred:
@@ -263,13 +270,10 @@ class NonfiniteGuard:
         self.sticky = bool(optimizers)
         for opt in optimizers:
             self._handles.append(opt.register_step_pre_hook(self._before_step))
-            self._handles.append(opt.register_step_post_hook(self._step_done))
 
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self.resolve()
-
-    def _step_done(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        self.pending = False
+        self.pending = False  # the step about to run (with every .grad None if skipped) ends this step
 
     def bind_local(self, optimizers: Sequence[Any]) -> None:
         """World-of-one mode: check the gradients of the model's parameters in each ``optimizer.step()``."""

@@ -35,14 +35,16 @@ _fused_scale_and_check = getattr(torch, "_amp_foreach_non_finite_check_and_unsca
 
 
 class AllreduceState:
-    """State of ``gradient_allreduce``: the link, per bucket the two 1-element tensors of the check, and
-    the node layout when hierarchical (``None``: flat)."""
+    """State of ``gradient_allreduce``: the link, per bucket the two 1-element tensors of the check, per
+    device the decoding table of the summed indicator slots (:func:`slot_table`), and the node layout when
+    hierarchical (``None``: flat)."""
 
-    __slots__ = ("link", "scratch", "hierarchy")
+    __slots__ = ("link", "scratch", "tables", "hierarchy")
 
     def __init__(self, link: MeteredLink, hierarchy: NodeHierarchy | None = None) -> None:
         self.link = link
-        self.scratch: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.scratch: dict[int, _Plan] = {}
+        self.tables: dict[torch.device, torch.Tensor] = {}
         self.hierarchy = hierarchy
 
 
@@ -79,6 +81,52 @@ def hierarchical_allreduce(hierarchy: NodeHierarchy, tensors: list[torch.Tensor]
 # The flagged slots hold ``count + k * (W + 1) <= W * (W + 2)``; float32 holds such integers exactly
 # up to 2**24, so the flag is used up to W = 4094 (beyond, the engine checks the synchronized gradient).
 _FLAG_EXACT = 2**24
+# Up to this many possible slot sums (W <= 254) a flagged bucket is decoded by one table lookup.
+_TABLE_ROWS = 2**16
+
+
+def slot_table(world: int, device: torch.device) -> torch.Tensor:
+    """Decoding table of a flagged bucket's summed indicator slot ``s = count + k * (W + 1)``: row ``s`` holds
+    ``(W / max(count, 1), count, k)`` in float32, the scale rounded once from float64 (as
+    :func:`~ding_dist.sync.bucket.average_by_counts` rounds it), so a lookup gives its values bit for bit.
+
+    Example:
+        >>> slot_table(2, torch.device("cpu"))[[2, 1, 5]].tolist()  # everyone; one rank; everyone, 1 saw NaN
+        [[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [1.0, 2.0, 1.0]]
+    """
+    exact = torch.float32 if device.type == "mps" else torch.float64
+    sums = torch.arange(world * (world + 2) + 1, dtype=exact)
+    counts = torch.remainder(sums, world + 1)
+    scale = world / counts.clamp(min=1)
+    ranks = torch.div(sums, world + 1, rounding_mode="floor")
+    return torch.stack([scale, counts, ranks], dim=1).to(device=device, dtype=torch.float32)
+
+
+class _Plan:
+    """What a bucket's launches reuse: the two 1-element tensors of the check, the argument list of the fused
+    kernel, and the decoding table when it applies (``None``: the general path)."""
+
+    __slots__ = ("buffer", "found", "inv_world", "grads", "table")
+
+    def __init__(self, state: AllreduceState, bucket: Bucket, world: int) -> None:
+        device = bucket.buffer.device
+        self.buffer = bucket.buffer
+        self.found = torch.zeros(1, device=device)
+        self.inv_world = torch.full((1,), 1.0 / world, device=device)
+        self.grads = [bucket.grads]
+        flaggable = _fused_scale_and_check is not None and bucket.buffer.dtype == torch.float32
+        self.table = None
+        if flaggable and world * (world + 2) < _TABLE_ROWS and world <= exact_integer_limit(bucket.buffer.dtype):
+            self.table = state.tables.get(device)
+            if self.table is None:
+                self.table = state.tables[device] = slot_table(world, device)
+
+
+def _plan(state: AllreduceState, bucket: Bucket, world: int) -> _Plan:
+    plan = state.scratch.get(bucket.index)
+    if plan is None or plan.buffer is not bucket.buffer:
+        plan = state.scratch[bucket.index] = _Plan(state, bucket, world)
+    return plan
 
 
 def _prescale_and_flag(state: AllreduceState, bucket: Bucket, world: int) -> bool:
@@ -87,31 +135,47 @@ def _prescale_and_flag(state: AllreduceState, bucket: Bucket, world: int) -> boo
     if _fused_scale_and_check is None or not flaggable:
         bucket.grads.mul_(1.0 / world)
         return False
-    pair = state.scratch.get(bucket.index)
-    if pair is None:
-        device = bucket.buffer.device
-        pair = state.scratch[bucket.index] = (
-            torch.zeros(1, device=device),
-            torch.full((1,), 1.0 / world, device=device),
-        )
-    found, inv_world = pair
-    found.zero_()
-    _fused_scale_and_check([bucket.grads], found, inv_world)
-    bucket.indicators.add_(found, alpha=world + 1)
+    plan = _plan(state, bucket, world)
+    plan.found.zero_()
+    _fused_scale_and_check(plan.grads, plan.found, plan.inv_world)
+    bucket.indicators.add_(plan.found, alpha=world + 1)
     return True
+
+
+def _decoded(table: torch.Tensor, bucket: Bucket) -> torch.Tensor:
+    """The end of a flagged float32 bucket for small worlds: the values of the general path, each found by one
+    lookup of the summed slot in :func:`slot_table` (a few kernel launches: what a small network's step notices)."""
+    rows = torch.index_select(table, 0, bucket.indicators.long())  # float32 sums of small integers: exact
+    scale, counts, ranks = rows.unbind(1)
+    bucket.nonfinite_ranks = ranks[0]  # every slot carries the same k * (W + 1)
+    torch._foreach_mul_(bucket.views, scale.unbind())
+    return counts
 
 
 def allreduce_hook(state: AllreduceState, bucket: Bucket) -> BucketStage:
     """Average ``bucket.grads`` over the producing ranks with one SUM allreduce of the buffer."""
     world = state.link.world_size
+    plan = state.scratch.get(bucket.index)
+    if plan is not None and plan.table is not None and plan.buffer is bucket.buffer:  # the common case, lean
+        plan.found.zero_()
+        _fused_scale_and_check(plan.grads, plan.found, plan.inv_world)
+        bucket.indicators.add_(plan.found, alpha=world + 1)
+        table = plan.table
+        if state.hierarchy is not None:
+            stage = hierarchical_allreduce(state.hierarchy, [bucket.buffer])
+            return stage.followed_by(lambda _: _decoded(table, bucket))
+        return BucketStage([state.link.allreduce(bucket.buffer)], lambda: _decoded(table, bucket))
     flagged = _prescale_and_flag(state, bucket, world)
     tensors = [bucket.buffer]
     apart = None
     if world > exact_integer_limit(bucket.buffer.dtype):  # e.g. a bfloat16 model on > 256 ranks
         apart = bucket.indicators.float()  # the counts travel in float32 beside the 16-bit slots
         tensors.append(apart)
+    table = state.scratch[bucket.index].table if flagged else None
 
     def then() -> torch.Tensor:
+        if table is not None:
+            return _decoded(table, bucket)
         counts = (bucket.indicators if apart is None else apart).float().round()  # exact integers
         if flagged:
             k = counts[0].div(world + 1, rounding_mode="floor")  # every slot carries the same k * (W + 1)
