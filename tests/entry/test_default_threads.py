@@ -13,6 +13,7 @@ from ding_dist.entry.experiment import default_threads
 
 IMAGE = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
 VECTOR = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+GRID = gym.spaces.Box(0, 1, (6, 10, 10), np.uint8)  # MinAtar's: too small for threads to pay
 
 
 @pytest.fixture(autouse=True)
@@ -25,7 +26,8 @@ def _restore_threads(monkeypatch):
 
 
 @pytest.mark.parametrize(("local_world", "space", "threads"), [(1, IMAGE, 4), (2, IMAGE, 2), (3, IMAGE, 1),
-                                                                (1, VECTOR, 1), (1, None, 1)])  # fmt: skip
+                                                                (1, VECTOR, 1), (1, None, 1),
+                                                                (1, GRID, 1)])  # fmt: skip
 def test_threads_follow_observations_and_local_processes(monkeypatch, local_world, space, threads):
     monkeypatch.setenv("LOCAL_WORLD_SIZE", str(local_world))
     default_threads(space)
