@@ -23,6 +23,7 @@ the twin critic and ``log_alpha`` each go through :meth:`Policy.distribute` with
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,12 +35,12 @@ from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.base import Policy, soft_update
-from ding_dist.policy.encoders import obs_tensor
+from ding_dist.policy.encoders import is_conv_space, obs_tensor
 from ding_dist.policy.exploration import epsilon_schedule
-from ding_dist.policy.networks import trunk
+from ding_dist.policy.networks import EnsembleMLP, stack_member_state, trunk
 from ding_dist.policy.q_learning import discrete_actions
 from ding_dist.policy.registry import register_policy
-from ding_dist.policy.sac import LogAlpha
+from ding_dist.policy.sac import LogAlpha, stack_twin_checkpoint
 
 __all__ = ["CategoricalActor", "DiscreteSACPolicy", "TwinQValues", "discrete_policy_loss", "expected_soft_value"]
 
@@ -66,7 +67,12 @@ class CategoricalActor(nn.Module):
 
 
 class TwinQValues(nn.Module):
-    """Two independent Q-networks ``obs -> (Q_1, Q_2)``, each the Q-values ``[batch, actions]`` of every action.
+    """Two independent Q-networks ``obs -> [Q_1, Q_2]``, of shape ``[2, batch, actions]`` (it unpacks as ``q1, q2``):
+    for vector observations one :class:`~ding_dist.policy.networks.EnsembleMLP` (one matmul per layer for both,
+    parameters ``q.<i>.weight`` ``[2, out, in]``), for images two networks with convolutional trunks.
+
+    :attr:`q1` and :attr:`q2` are the two networks (for vectors plain MLPs sharing the ensemble's storage). A state
+    dict of the former vector layout (``q1.*``, ``q2.*``: a trunk and a head each) loads into it (stacked on load).
 
     Example::
 
@@ -80,11 +86,36 @@ class TwinQValues(nn.Module):
         super().__init__()
         body1, width = trunk(obs_space, hidden_sizes, activation)
         body2, _ = trunk(obs_space, hidden_sizes, activation)
-        self.q1 = nn.Sequential(body1, nn.Linear(width, int(n_actions)))
-        self.q2 = nn.Sequential(body2, nn.Linear(width, int(n_actions)))
+        head1, head2 = nn.Linear(width, int(n_actions)), nn.Linear(width, int(n_actions))  # drawn as before, in turn
+        self.q: EnsembleMLP | None = None
+        if is_conv_space(obs_space):  # submodules q1 and q2 (read through the properties below)
+            self._modules["q1"], self._modules["q2"] = nn.Sequential(body1, head1), nn.Sequential(body2, head2)
+        else:
+            self.q = EnsembleMLP([nn.Sequential(*body1, head1), nn.Sequential(*body2, head2)])
+            self.register_load_state_dict_pre_hook(functools.partial(_stack_twin_values, head_index=len(body1)))
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.q1(obs), self.q2(obs)
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.q is not None:
+            return self.q(obs)
+        return torch.stack([self.q1(obs), self.q2(obs)])
+
+    @property
+    def q1(self) -> nn.Sequential:
+        """The first Q-network (for vectors a plain MLP sharing the ensemble's storage)."""
+        return self.q.member(0) if self.q is not None else self._modules["q1"]
+
+    @property
+    def q2(self) -> nn.Sequential:
+        """The second Q-network (for vectors a plain MLP sharing the ensemble's storage)."""
+        return self.q.member(1) if self.q is not None else self._modules["q2"]
+
+
+def _stack_twin_values(module: nn.Module, state: dict, prefix: str, *_: Any, head_index: int) -> None:
+    def flat_key(rest: str) -> str:  # the former Sequential(trunk, head): 0.<j>.* -> <j>.*, 1.* -> <head_index>.*
+        first, _, tail = rest.partition(".")
+        return tail if first == "0" else f"{head_index}.{tail}"
+
+    stack_member_state(state, prefix, {"q1": 0, "q2": 1}, flat_key, "q")
 
 
 def expected_soft_value(logits: torch.Tensor, q: torch.Tensor, alpha: float | torch.Tensor) -> torch.Tensor:
@@ -232,19 +263,19 @@ class DiscreteSACPolicy(Policy):
 
         # Critic: the soft value of the next state, an exact expectation over the current policy.
         with torch.no_grad():
-            next_v = expected_soft_value(
-                self.actor(batch["next_obs"]), torch.min(*self.critic_target(batch["next_obs"])), alpha
-            )
+            next_q = self.critic_target(batch["next_obs"]).amin(dim=0)  # the twin minimum, [batch, actions]
+            next_v = expected_soft_value(self.actor(batch["next_obs"]), next_q, alpha)
             target = batch["reward"] + batch["discount"] * next_v
-        action = batch["action"].long().unsqueeze(1)
-        q1, q2 = (q.gather(1, action).squeeze(1) for q in self.train_critic(batch["obs"]))
-        critic_loss = F.mse_loss(q1, target) + F.mse_loss(q2, target)
+        q_all = self.train_critic(batch["obs"])  # [2, batch, actions]: both critics in one pass
+        action = batch["action"].long().view(1, -1, 1).expand(q_all.shape[0], -1, 1)
+        q_taken = q_all.gather(2, action).squeeze(2)
+        critic_loss = F.mse_loss(q_taken[0], target) + F.mse_loss(q_taken[1], target)
         self._step(self.critic_optimizer, self.critic, critic_loss)
 
         # Actor: the updated critics held fixed (computed without gradients, so none is produced or sent).
         logits = self.train_actor(batch["obs"])
         with torch.no_grad():
-            q = torch.min(*self.critic(batch["obs"]))
+            q = self.critic(batch["obs"]).amin(dim=0)
         actor_loss = discrete_policy_loss(logits, q, alpha).mean()
         self._step(self.actor_optimizer, self.actor, actor_loss)
 
@@ -263,5 +294,12 @@ class DiscreteSACPolicy(Policy):
             "alpha_loss": alpha_loss.detach(),
             "alpha": alpha.reshape(()),
             "entropy": entropy.mean(),
-            "q_mean": q1.detach().mean(),
+            "q_mean": q_taken[0].detach().mean(),
         }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """:meth:`Policy.load_state_dict`; a checkpoint whose vector critics are two separate MLPs is stacked on
+        load."""
+        if self.critic.q is None:  # image critics keep the two-network layout
+            return super().load_state_dict(state)
+        return super().load_state_dict(stack_twin_checkpoint(state))

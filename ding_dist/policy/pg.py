@@ -67,7 +67,9 @@ class PolicyNetwork(nn.Module):
 
     def distribution(self, head: torch.Tensor) -> torch.distributions.Distribution:
         """The action distribution for outputs ``head`` (logits or Gaussian means)."""
-        return Categorical(logits=head) if self.discrete else Normal(head, self.log_std.exp().expand_as(head))
+        if self.discrete:  # validate_args=False: no per-call checks (each a host read) on the update's path
+            return Categorical(logits=head, validate_args=False)
+        return Normal(head, self.log_std.exp().expand_as(head), validate_args=False)
 
 
 def episode_returns(reward: np.ndarray, gamma: float) -> np.ndarray:

@@ -123,8 +123,8 @@ class PPGNetwork(nn.Module):
         return self.policy(obs)[0], self.value(obs).squeeze(-1)
 
     def distribution(self, head: torch.Tensor) -> Categorical:
-        """Categorical over the policy head's logits."""
-        return Categorical(logits=head)
+        """Categorical over the policy head's logits (no per-call argument checks)."""
+        return Categorical(logits=head, validate_args=False)
 
 
 @register_policy("ppg_offpolicy")
@@ -245,7 +245,7 @@ class PPGOffPolicy(PPOOffPolicy):
             mean, std = self.global_minibatch_stats(adv[None, None])
             adv = (adv - mean[0, 0]) / (std[0, 0] + 1e-8)
         logits, _ = self.train_policy(batch["obs"])  # the auxiliary head gets no gradient here
-        dist = Categorical(logits=logits)
+        dist = Categorical(logits=logits, validate_args=False)
         policy_loss, _ = clipped_surrogate(dist.log_prob(batch["action"]), batch["logp"], adv, lc.clip_ratio)
         entropy = dist.entropy().mean()
         self._step(policy_loss - lc.entropy_weight * entropy, self.optimizer, self.model.policy.parameters())

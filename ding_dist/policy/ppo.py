@@ -76,9 +76,9 @@ class ActorCritic(nn.Module):
 
     def distribution(self, head: torch.Tensor) -> torch.distributions.Distribution:
         """The action distribution for actor outputs ``head`` (logits or Gaussian means)."""
-        if self.discrete:
-            return Categorical(logits=head)
-        return Normal(head, self.log_std.exp().expand_as(head))
+        if self.discrete:  # validate_args=False: no per-call checks (each a host read) on the update's path
+            return Categorical(logits=head, validate_args=False)
+        return Normal(head, self.log_std.exp().expand_as(head), validate_args=False)
 
 
 class ImageActorCritic(nn.Module):
@@ -113,7 +113,7 @@ class ImageActorCritic(nn.Module):
 
     def distribution(self, head: torch.Tensor) -> torch.distributions.Distribution:
         """Categorical over the actor's logits."""
-        return Categorical(logits=head)
+        return Categorical(logits=head, validate_args=False)
 
 
 def compute_gae(

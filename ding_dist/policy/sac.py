@@ -37,9 +37,10 @@ from torch import nn
 
 from ding_dist.policy.base import Policy, mlp, obs_dim, soft_update
 from ding_dist.policy.encoders import is_conv_space
+from ding_dist.policy.networks import EnsembleMLP, stack_member_state, stack_optimizer_state
 from ding_dist.policy.registry import register_policy
 
-__all__ = ["SACPolicy", "SquashedGaussianActor", "TwinQCritic", "LogAlpha", "squashed_sample"]
+__all__ = ["SACPolicy", "SquashedGaussianActor", "TwinQCritic", "LogAlpha", "squashed_sample", "stack_twin_checkpoint"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -83,7 +84,12 @@ class SquashedGaussianActor(nn.Module):
 
 
 class TwinQCritic(nn.Module):
-    """Two independent Q-networks ``(obs, action) -> (Q_1, Q_2)``, each of shape ``[batch]``.
+    """Two independent Q-networks ``(obs, action) -> [Q_1, Q_2]``, of shape ``[2, batch]`` (it unpacks as
+    ``q1, q2``), computed as one :class:`~ding_dist.policy.networks.EnsembleMLP` (one matmul per layer for both).
+
+    Its parameters are the stacked layers ``q.<i>.weight`` ``[2, out, in]`` and ``q.<i>.bias`` ``[2, out]``;
+    :attr:`q1` and :attr:`q2` are the two networks as plain MLPs sharing that storage. A state dict of the former
+    layout (two MLPs ``q1.*`` and ``q2.*``) loads into it (stacked on load).
 
     Example::
 
@@ -98,12 +104,26 @@ class TwinQCritic(nn.Module):
         if not hidden_sizes:
             raise ValueError("model.critic_hidden_sizes must name at least one hidden layer, got []")
         sizes = [obs_size + action_size, *hidden_sizes, 1]
-        self.q1 = mlp(sizes, activation)
-        self.q2 = mlp(sizes, activation)
+        self.q = EnsembleMLP([mlp(sizes, activation), mlp(sizes, activation)])  # drawn as two MLPs, in turn
+        self.register_load_state_dict_pre_hook(_stack_twin_mlps)
 
-    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = torch.cat([obs, action], dim=-1)
-        return self.q1(x).squeeze(-1), self.q2(x).squeeze(-1)
+    def forward(self, obs: torch.Tensor, action: torch.Tensor, members: int | None = None) -> torch.Tensor:
+        """``[2, batch]`` (``members=1``: only ``Q_1``, ``[1, batch]``)."""
+        return self.q(torch.cat([obs, action], dim=-1), members).squeeze(-1)
+
+    @property
+    def q1(self) -> nn.Sequential:
+        """The first Q-network as a plain MLP sharing the ensemble's storage."""
+        return self.q.member(0)
+
+    @property
+    def q2(self) -> nn.Sequential:
+        """The second Q-network as a plain MLP sharing the ensemble's storage."""
+        return self.q.member(1)
+
+
+def _stack_twin_mlps(module: nn.Module, state: dict, prefix: str, *_: Any) -> None:
+    stack_member_state(state, prefix, {"q1": 0, "q2": 1}, lambda rest: rest, "q")
 
 
 class LogAlpha(nn.Module):
@@ -309,19 +329,17 @@ class SACPolicy(Policy):
         # Critic: soft Bellman target from the target critics and a fresh next action.
         with torch.no_grad():
             next_action, next_logp = squashed_sample(*self.actor(next_obs))
-            next_q1, next_q2 = self.critic_target(next_obs, next_action)
-            next_v = torch.min(next_q1, next_q2) - alpha * next_logp
+            next_v = self.critic_target(next_obs, next_action).amin(dim=0) - alpha * next_logp  # the twin minimum
             target = batch["reward"] + batch["discount"] * next_v
-        q1, q2 = self.train_critic(obs, action)
-        critic_loss = F.mse_loss(q1, target) + F.mse_loss(q2, target)
+        q = self.train_critic(obs, action)  # [2, batch]: both critics in one pass
+        critic_loss = F.mse_loss(q[0], target) + F.mse_loss(q[1], target)
         self._step(self.critic_optimizer, self.critic, critic_loss)
 
         # Actor: maximize min-Q plus entropy; critics frozen so no critic gradient is produced or sent.
         new_action, logp = squashed_sample(*self.train_actor(obs))
         self.critic.requires_grad_(False)
         try:
-            pi_q1, pi_q2 = self.critic(obs, new_action)
-            actor_loss = (alpha * logp - torch.min(pi_q1, pi_q2)).mean()
+            actor_loss = (alpha * logp - self.critic(obs, new_action).amin(dim=0)).mean()
             self._step(self.actor_optimizer, self.actor, actor_loss)
         finally:
             self.critic.requires_grad_(True)
@@ -339,5 +357,27 @@ class SACPolicy(Policy):
             "alpha_loss": alpha_loss.detach(),
             "alpha": alpha.reshape(()),
             "entropy": -logp.detach().mean(),
-            "q_mean": q1.detach().mean(),
+            "q_mean": q[0].detach().mean(),
         }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """:meth:`Policy.load_state_dict`; a checkpoint whose critics are two separate MLPs is stacked on load."""
+        super().load_state_dict(stack_twin_checkpoint(state))
+
+
+def stack_twin_checkpoint(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A policy state whose ``critic`` holds two separate Q-networks (``q1.*``, ``q2.*``: the layout before
+    :class:`TwinQCritic` stacked them) with its ``critic_optimizer`` state made over the stacked parameters; the
+    critics themselves are stacked by their load hook. Any other state is returned as it is.
+
+    Example::
+
+        policy.load_state_dict(stack_twin_checkpoint(torch.load("old.pt")["policy"]))
+    """
+    critic = state.get("critic")
+    if not isinstance(critic, Mapping) or not any(k.startswith("q1.") for k in critic):
+        return state
+    out = dict(state)
+    if out.get("critic_optimizer") is not None:
+        out["critic_optimizer"] = stack_optimizer_state(out["critic_optimizer"], members=2)
+    return out

@@ -40,7 +40,7 @@ from ding_dist.policy.continuous import BoxActions, DeterministicActor, QCritic,
 from ding_dist.policy.encoders import is_conv_space
 from ding_dist.policy.registry import register_policy
 from ding_dist.policy.rng import global_rows, step_generator
-from ding_dist.policy.sac import TwinQCritic
+from ding_dist.policy.sac import TwinQCritic, stack_twin_checkpoint
 
 __all__ = ["TD3Policy"]
 
@@ -120,6 +120,7 @@ class TD3Policy(Policy):
 
         self.actor = DeterministicActor(n_obs, n_act, m.actor_hidden_sizes, m.activation).to(self.device)
         self.critic = self.build_critic(n_obs, n_act).to(self.device)
+        self._twin = isinstance(self.critic, TwinQCritic)  # [2, batch] from one pass, else [batch]
         self.actor_optimizer = self.make_optimizer(self.actor.parameters(), lr=lc.learning_rate_actor)
         self.critic_optimizer = self.make_optimizer(self.critic.parameters(), lr=lc.learning_rate_critic)
         self.train_actor, self.actor_optimizer = self.distribute(self.actor, self.actor_optimizer)
@@ -165,7 +166,8 @@ class TD3Policy(Policy):
         return self.to_env_action(action.cpu().numpy())
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        super().load_state_dict(state)
+        """:meth:`Policy.load_state_dict`; a checkpoint whose twin critics are two separate MLPs is stacked on load."""
+        super().load_state_dict(stack_twin_checkpoint(state))
         self._noise_seed = int(self.actor.noise_seed)
 
     # --- learning -------------------------------------------------------------------------------
@@ -190,11 +192,14 @@ class TD3Policy(Policy):
         g = step_generator(self._noise_seed, self.train_iter)
         draw = gaussian_noise((rows * world, self.box.size), lc.noise_sigma, (lc.noise_range.min, lc.noise_range.max),
                               generator=g)  # fmt: skip
-        return global_rows(draw, rows, self.sync_group).to(self.device)
+        # host to device without waiting for the device (a blocking copy would be a host sync every update)
+        return global_rows(draw, rows, self.sync_group).to(self.device, non_blocking=True)
 
-    def _q(self, critic: nn.Module, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        q = critic(obs, action)
-        return q if isinstance(q, tuple) else (q,)
+    def _q(self, critic: nn.Module, obs: torch.Tensor, action: torch.Tensor, first: bool = False) -> torch.Tensor:
+        """The critics' Q-values ``[critics, batch]`` (``first``: only ``Q_1``, ``[1, batch]``)."""
+        if self._twin:
+            return critic(obs, action, 1 if first else None)
+        return critic(obs, action).unsqueeze(0)
 
     def learn(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One update on a replay batch (keys ``obs, action, reward, next_obs, discount``)."""
@@ -208,17 +213,19 @@ class TD3Policy(Policy):
             next_action = self.actor_target(next_obs)
             if lc.noise:
                 next_action = (next_action + self.smoothing_noise(obs.shape[0])).clamp(-1.0, 1.0)
-            next_q = torch.stack(self._q(self.critic_target, next_obs, next_action)).min(dim=0).values
+            next_q = self._q(self.critic_target, next_obs, next_action).amin(dim=0)  # the twin minimum
             target = batch["reward"] + batch["discount"] * next_q
-        qs = self._q(self.train_critic, obs, action)
-        critic_loss = sum(F.mse_loss(q, target) for q in qs)
+        qs = self._q(self.train_critic, obs, action)  # [critics, batch]: the twins in one pass
+        critic_loss = F.mse_loss(qs[0], target)
+        for q in qs[1:]:
+            critic_loss = critic_loss + F.mse_loss(q, target)
         self._step(self.critic_optimizer, self.critic, critic_loss)
 
         # Actor, delayed: maximize Q_1(s, pi(s)); critics frozen so no critic gradient is produced or sent.
         if (self.train_iter + 1) % int(lc.actor_update_freq) == 0:
             self.critic.requires_grad_(False)
             try:
-                actor_loss = -self._q(self.critic, obs, self.train_actor(obs))[0].mean()
+                actor_loss = -self._q(self.critic, obs, self.train_actor(obs), first=True)[0].mean()
                 self._step(self.actor_optimizer, self.actor, actor_loss)
             finally:
                 self.critic.requires_grad_(True)

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from ding_dist.comm import allreduce, comm_device, get_world_size
-from ding_dist.data.prioritized import PrioritizedReplayBuffer
-from ding_dist.data.replay import ReplayBuffer
-from ding_dist.data.replay_shards import ReplayShards
 from ding_dist.policy.base import Policy
 from ding_dist.sync import DistributedModel
+
+if TYPE_CHECKING:  # an on-policy run imports no replay
+    from ding_dist.data.prioritized import PrioritizedReplayBuffer
+    from ding_dist.data.replay import ReplayBuffer
 
 __all__ = ["Learner", "reduce_log"]
 
@@ -111,6 +112,8 @@ class Learner:
             for _ in range(n_updates):
                 self._record(self.policy.learn(buffer.sample(rank_batch, device=device)))
             return
+        from ding_dist.data.replay_shards import ReplayShards
+
         group = self.policy.sync_group
         world = get_world_size(group)
         if world > 1 and not isinstance(buffer, ReplayShards):  # a data-parallel rank's own prioritized buffer
