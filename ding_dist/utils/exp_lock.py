@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from ding_dist.comm.processes import pid_alive
+
 __all__ = ["ExperimentInUseError", "ExperimentLock", "LOCK_NAME"]
 
 LOCK_NAME = ".lock"
@@ -59,16 +61,9 @@ if hasattr(os, "register_at_fork"):
 
 
 def _alive(pid: object) -> bool:
-    """Whether a process of this host has id ``pid`` (one that cannot be signalled is alive too)."""
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """Whether a process of this host has id ``pid`` (:func:`~ding_dist.comm.processes.pid_alive`: a zombie is dead,
+    one that cannot be signalled alive)."""
+    return isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and pid_alive(pid)
 
 
 class ExperimentInUseError(FileExistsError):

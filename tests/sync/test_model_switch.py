@@ -31,22 +31,10 @@ from torch import nn
 from ding_dist import comm
 from ding_dist.comm import launch
 from ding_dist.sync import QAdamOptimizer, distribute
+from tests.sync.test_decentralized import BaguaNet  # Bagua's test network, 770 parameters
 
 ALGORITHMS = ["bytegrad", "decentralized", "gradient_allreduce", "qadam", "async", "low_precision_decentralized"]
 GRADIENT_AVERAGING = {"bytegrad", "gradient_allreduce", "qadam"}  # the ranks' weights stay bitwise equal
-
-
-class BaguaNet(nn.Module):
-    """Bagua's test network: 2 -> 10 (no bias) -> 50 -> 4 (no bias), ReLU, softmax (770 parameters)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(2, 10, bias=False)
-        self.fc2 = nn.Linear(10, 50, bias=True)
-        self.fc3 = nn.Linear(50, 4, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x))))), dim=1)
 
 
 def _flat(model: nn.Module) -> torch.Tensor:
