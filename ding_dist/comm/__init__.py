@@ -2,154 +2,98 @@
 
 Every helper works the same in a plain single process (the fake link: a world of one) and in a real
 process group started by ``dist_init`` (torchrun, SLURM, ``launch`` or explicit arguments).
+
+Submodules load on first use (``ding_dist.comm.processes`` and ``.settings`` need no torch).
 """
 
-from .collectives import (
-    all_to_all_single,
-    allgather,
-    allgather_into_tensor,
-    allreduce,
-    allreduce_async,
-    allreduce_data,
-    allreduce_with_indicator,
-    barrier,
-    broadcast,
-    get_global_rank,
-    irecv,
-    isend,
-    recv,
-    reduce_data,
-    reduce_op,
-    send,
-)
-from .debug import (
-    CollectiveMismatchError,
-    DeadRankError,
-    DesyncError,
-    check_consistency,
-    debug_enabled,
-    health_check,
-    set_debug,
-    side_group,
-)
-from .devices import (
-    DeviceMismatchError,
-    backend_device_types,
-    check_comm_device,
-    comm_device,
-    rank_cuda_index,
-    resolve_device,
-)
-from .fallbacks import error_wrapper
-from .groups import get_group, new_group, simple_group_split
-from .heartbeat import (
-    Heartbeat,
-    HeartbeatMonitor,
-    current_heartbeat,
-    heartbeat_running,
-    heartbeat_scope,
-    start_heartbeat,
-    stop_heartbeat,
-    watch_heartbeats,
-)
-from .init import (
-    DDPContext,
-    DistContext,
-    dist_finalize,
-    dist_init,
-    dist_mode,
-    get_local_rank,
-    get_local_size,
-    get_rank,
-    get_world_size,
-    is_fake,
-)
-from .launch import LaunchError, launch
-from .link import CommHandle, SingleProcessGroup
-from .objects import (
-    ObjectFuture,
-    allgather_object,
-    allreduce_object,
-    allreduce_object_async,
-    broadcast_object,
-    broadcast_object_list,
-)
-from .settings import (
-    LaunchSettings,
-    expand_slurm_nodelist,
-    free_port,
-    resolve_heartbeat,
-    resolve_launch_settings,
-    resolve_timeout,
-)
+from __future__ import annotations
 
-__all__ = [
-    "DeviceMismatchError",
-    "backend_device_types",
-    "check_comm_device",
-    "comm_device",
-    "rank_cuda_index",
-    "resolve_device",
-    "CollectiveMismatchError",
-    "DeadRankError",
-    "DesyncError",
-    "check_consistency",
-    "debug_enabled",
-    "health_check",
-    "side_group",
-    "set_debug",
-    "Heartbeat",
-    "HeartbeatMonitor",
-    "current_heartbeat",
-    "heartbeat_running",
-    "heartbeat_scope",
-    "start_heartbeat",
-    "stop_heartbeat",
-    "watch_heartbeats",
-    "CommHandle",
-    "DDPContext",
-    "DistContext",
-    "LaunchError",
-    "LaunchSettings",
-    "ObjectFuture",
-    "SingleProcessGroup",
-    "all_to_all_single",
-    "allgather",
-    "allgather_into_tensor",
-    "get_global_rank",
-    "allgather_object",
-    "allreduce",
-    "allreduce_async",
-    "allreduce_data",
-    "allreduce_object",
-    "allreduce_object_async",
-    "allreduce_with_indicator",
-    "barrier",
-    "broadcast",
-    "broadcast_object",
-    "broadcast_object_list",
-    "dist_finalize",
-    "dist_init",
-    "dist_mode",
-    "error_wrapper",
-    "expand_slurm_nodelist",
-    "free_port",
-    "get_group",
-    "get_local_rank",
-    "get_local_size",
-    "get_rank",
-    "get_world_size",
-    "irecv",
-    "is_fake",
-    "isend",
-    "launch",
-    "new_group",
-    "recv",
-    "reduce_data",
-    "reduce_op",
-    "resolve_heartbeat",
-    "resolve_launch_settings",
-    "resolve_timeout",
-    "send",
-    "simple_group_split",
-]
+import importlib
+from typing import Any
+
+_WHERE: dict[str, str] = {
+    "all_to_all_single": "collectives",
+    "allgather": "collectives",
+    "allgather_into_tensor": "collectives",
+    "allreduce": "collectives",
+    "allreduce_async": "collectives",
+    "allreduce_data": "collectives",
+    "allreduce_with_indicator": "collectives",
+    "barrier": "collectives",
+    "broadcast": "collectives",
+    "get_global_rank": "collectives",
+    "irecv": "collectives",
+    "isend": "collectives",
+    "recv": "collectives",
+    "reduce_data": "collectives",
+    "reduce_op": "collectives",
+    "send": "collectives",
+    "CollectiveMismatchError": "debug",
+    "DeadRankError": "debug",
+    "DesyncError": "debug",
+    "check_consistency": "debug",
+    "debug_enabled": "debug",
+    "health_check": "debug",
+    "set_debug": "debug",
+    "side_group": "debug",
+    "DeviceMismatchError": "devices",
+    "backend_device_types": "devices",
+    "check_comm_device": "devices",
+    "comm_device": "devices",
+    "rank_cuda_index": "devices",
+    "resolve_device": "devices",
+    "error_wrapper": "fallbacks",
+    "get_group": "groups",
+    "new_group": "groups",
+    "simple_group_split": "groups",
+    "Heartbeat": "heartbeat",
+    "HeartbeatMonitor": "heartbeat",
+    "current_heartbeat": "heartbeat",
+    "heartbeat_running": "heartbeat",
+    "heartbeat_scope": "heartbeat",
+    "start_heartbeat": "heartbeat",
+    "stop_heartbeat": "heartbeat",
+    "watch_heartbeats": "heartbeat",
+    "DDPContext": "init",
+    "DistContext": "init",
+    "dist_finalize": "init",
+    "dist_init": "init",
+    "dist_mode": "init",
+    "get_local_rank": "init",
+    "get_local_size": "init",
+    "get_rank": "init",
+    "get_world_size": "init",
+    "is_fake": "init",
+    "LaunchError": "launch",
+    "launch": "launch",
+    "CommHandle": "link",
+    "SingleProcessGroup": "link",
+    "ObjectFuture": "objects",
+    "allgather_object": "objects",
+    "allreduce_object": "objects",
+    "allreduce_object_async": "objects",
+    "broadcast_object": "objects",
+    "broadcast_object_list": "objects",
+    "LaunchSettings": "settings",
+    "expand_slurm_nodelist": "settings",
+    "free_port": "settings",
+    "resolve_heartbeat": "settings",
+    "resolve_launch_settings": "settings",
+    "resolve_timeout": "settings",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    """Load the submodule that defines ``name`` on first use (the module stays importable without torch)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
