@@ -13,7 +13,7 @@ Every run is one ``ding-dist train CONFIG --seed S --exp-dir TMP [...]`` process
 - step_cost: the same with ``env.step_cost_ms`` of busy work per env step (an env whose steps cost real
   compute): 1 actor vs 2 actors (+ 1 learner), median of ``--repeats``; the ratio is the scaling.
 - apex_step_cost: the same for Ape-X (``configs/cartpole_apex_dqn_config.py``: prioritized replay, the epsilon
-  ladder, the actors' priorities; no evaluation until the end), ``--apex-steps`` env steps per run (issue 25 asks
+  ladder, the actors' priorities; no evaluation until the end), ``--apex-steps`` env steps per run (the target:
   2 actors >= 1.8x one).
 
 Every actor-learner figure comes with the largest policy lag the learner saw.

@@ -17,7 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ding_dist.entry.experiment import build_policy, env_manager, load_config
+from ding_dist.config import load_config
+from ding_dist.entry.factories import build_policy, env_manager
 from ding_dist.envs import make_vec_env
 from ding_dist.utils import capture_rng_state, save_checkpoint
 from ding_dist.utils.background_save import snapshot

@@ -2,7 +2,7 @@
 
 Classic control (CartPole, Acrobot, Pendulum) trains to the config's own ``env.stop_value`` (capped at
 ``--cap`` env steps); Atari and MuJoCo configs need hours to days on a CPU, so they run ``--short`` env steps
-and report env steps/s (the learning curves of longer runs are in docs/benchmarks.md section 10). Each figure
+and report env steps/s (the learning curves of longer runs are in docs/results/learning_parity.md). Each figure
 is the wall time of the whole ``ding-dist train`` process, as a user waits, the median over ``--seeds``.
 
 Run:  python benchmarks/bench_configs.py [--seeds 0,1,2] [--only cartpole_ppo,acrobot_dqn] [--json out.json]

@@ -1,4 +1,4 @@
-"""Pong with one process and with 1 actor + 1 learner, side by side with Sample Factory 2.1.1 (issue 20).
+"""Pong with one process and with 1 actor + 1 learner, side by side with Sample Factory 2.1.1.
 
 Every run is one whole process timed from outside (interpreter start, imports, launch, training, the final
 evaluation and checkpoint): ``ding-dist train CONFIG --seed 0 --exp-dir TMP --max-env-steps N [...]``, or

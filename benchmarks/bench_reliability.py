@@ -107,8 +107,8 @@ def _train_steps(store_of_launcher: bool) -> dict[str, list[float]]:
 
     import ding_dist as dd
 
-    address = dd.current_heartbeat().address if store_of_launcher else None
-    dd.stop_heartbeat()
+    address = dd.comm.current_heartbeat().address if store_of_launcher else None
+    dd.comm.stop_heartbeat()
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(4, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 2)
@@ -119,9 +119,9 @@ def _train_steps(store_of_launcher: bool) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {name: [] for name in PERIODS}
     for block in range(CYCLES * len(PERIODS) + 1):
         name = list(PERIODS)[block % len(PERIODS)]
-        dd.stop_heartbeat()
+        dd.comm.stop_heartbeat()
         if PERIODS[name] > 0:  # store=None: beat into the group's store and watch the peer
-            dd.start_heartbeat(PERIODS[name], 10.0, store=address)
+            dd.comm.start_heartbeat(PERIODS[name], 10.0, store=address)
         for _ in range(BLOCK):
             start = time.perf_counter()
             loss = model(x).pow(2).mean()
@@ -130,7 +130,7 @@ def _train_steps(store_of_launcher: bool) -> dict[str, list[float]]:
             optimizer.step()
             if block > 0:  # the first block warms up
                 times[name].append(time.perf_counter() - start)
-    dd.stop_heartbeat()
+    dd.comm.stop_heartbeat()
     return times
 
 
@@ -192,7 +192,7 @@ if __name__ == "__main__":
             [trial("SIGSTOP", "--max-env-steps", "400000", "--timeout", "10", "--health-timeout", "5")],
         )
         os.environ.pop("DING_DIST_HEARTBEAT_S")
-    if "freeze" in SECTIONS:  # the case: PPO, DING_DIST_TIMEOUT=30, the default heartbeat (2 s, 10 s)
+    if "freeze" in SECTIONS:  # the frozen-rank case: PPO, DING_DIST_TIMEOUT=30, the default heartbeat (2 s, 10 s)
         report(
             "SIGSTOP rank 1 of PPO, --timeout 30, default heartbeat",
             [

@@ -22,7 +22,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ding_dist.entry.experiment import build_policy, env_manager, load_config  # noqa: E402
+from ding_dist.config import load_config  # noqa: E402
+from ding_dist.entry.factories import build_policy, env_manager  # noqa: E402
 from ding_dist.envs import env_seeds, make_vec_env  # noqa: E402
 from ding_dist.worker import Collector  # noqa: E402
 

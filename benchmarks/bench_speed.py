@@ -116,7 +116,7 @@ def _env_alone(cfg: object, name: str, budget: int) -> float:
 
     n = cfg.env.collector_env_num
     if name == "pong_ppo":
-        from ding_dist.entry.experiment import env_manager
+        from ding_dist.entry.factories import env_manager
         from ding_dist.envs import make_vec_env
 
         venv = make_vec_env(cfg.env, n, env_manager(cfg), training=True)
@@ -184,7 +184,7 @@ def _updates_alone(cfg: object, budget: int) -> tuple[float, int]:
 
 
 def limit_main(name: str, config: str, out: str) -> None:
-    from ding_dist.entry.experiment import load_config
+    from ding_dist.config import load_config
 
     cfg = load_config(config)
     budget = ROWS[name][1]

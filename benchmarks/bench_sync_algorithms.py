@@ -26,7 +26,7 @@ Local mode (spawns both ranks on this machine over localhost gloo):
     python benchmarks/bench_sync_algorithms.py --straggler --json /tmp/algos_straggler.json
 
 One rank per host (MASTER_ADDR/MASTER_PORT from the environment), e.g. across a rate-limited link:
-    benchmarks/bench_sync_algorithms_two_hosts.sh 100mbit --json /tmp/algos_100mbit.json
+    bash benchmarks/two_hosts.sh bench_sync_algorithms.py 100mbit --json algos_100mbit.json
 
 The plot (step time per algorithm, one panel per model, one bar per run given):
     python benchmarks/bench_sync_algorithms.py --plot docs/img/sync_algorithms.png \\

@@ -123,7 +123,7 @@ class _Batches:
 
 
 def _policy_cfg(row: bench_parity.Row, compile_: bool) -> Any:
-    from ding_dist.entry.experiment import load_config
+    from ding_dist.config import load_config
 
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / f"{row.name}.config.py"
@@ -482,7 +482,7 @@ def build(name: str, sb3: bool, compile_: bool) -> list[Side]:
             sides.append(sb3_rollout(row.ref, SPACEINVADERS, 128, 64))
         sides.append(floor_ppo(SPACEINVADERS, 128, 64, 1024, 4, 5e-4, image=False))
     elif name == "pong_ppo":
-        from ding_dist.entry.experiment import load_config
+        from ding_dist.config import load_config
 
         cfg = load_config(str(ROOT / "configs" / "pong_ppo_config.py")).policy
         cfg.device = "cpu"

@@ -166,7 +166,7 @@ def evaluate_both(policy, model, row, config: Path, overrides: list[str], seed: 
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from ding_dist.entry.experiment import load_config
+    from ding_dist.config import load_config
     from ding_dist.envs.env import make_vec_env
     from ding_dist.envs.seeding import env_seeds
     from ding_dist.worker.evaluator import Evaluator

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from stable_baselines3.common.logger import configure
     from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
-    from ding_dist.entry.experiment import load_config
+    from ding_dist.config import load_config
     from ding_dist.policy.dqn import DQNPolicy
 
     torch.set_num_threads(1)

@@ -1,7 +1,7 @@
 """R2D2 (Kapturowski et al. 2019) on CartPole-v1 with the velocities masked, to a greedy evaluation of 475.
 
 The env (:mod:`ding_dist.envs.masked`) observes the cart position and the pole angle only: a memoryless DQN stays
-far below 500 (see docs/benchmarks.md), the LSTM recovers the velocities from the history.
+far below 500 (see docs/results/learning_parity.md), the LSTM recovers the velocities from the history.
 
 Train: ``ding-dist train configs/cartpole_masked_r2d2_config.py`` (one process; ``--actors 1 --learners 1`` for an actor
 and a learner). An LSTM Q-network (an MLP encoder, an LSTM, a dueling head) acts with its recurrent state carried

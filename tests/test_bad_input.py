@@ -23,8 +23,10 @@ from hypothesis import strategies as st
 from torch import nn
 
 from ding_dist import comm
-from ding_dist.config import ConfigError, compile_config, read_config
-from ding_dist.envs import env_default_config, env_seeds, make_env, make_vec_env
+from ding_dist.config import ConfigError, read_config
+from ding_dist.config.compile import compile_config
+from ding_dist.config.sections import ENV_KEYS
+from ding_dist.envs import env_seeds, make_env, make_vec_env
 from ding_dist.policy import DQNPolicy, PPOPolicy, SACPolicy
 from ding_dist.sync import AlgorithmOption, DDPOption, QAdamOptimizer, distribute, sync_gradients
 
@@ -44,7 +46,7 @@ def one_clear_line(exc: BaseException, *needles: str) -> str:
 
 # ---- configs ---------------------------------------------------------------------------------------------
 def _compile(main: dict, policy: str = "dqn", overrides=(), **kw) -> EasyDict:
-    defaults = {"env": env_default_config(), "policy": POLICIES[policy].default_config()}
+    defaults = {"env": ENV_KEYS.defaults(), "policy": POLICIES[policy].default_config()}
     return compile_config(main, {"policy": {"type": policy}}, defaults=defaults, overrides=overrides, **kw)
 
 
@@ -449,7 +451,7 @@ def _typed_leaves(node: dict, path: str = "") -> list[str]:
 
 
 LEAVES = sorted(
-    {("dqn", p) for p in _typed_leaves({"env": env_default_config(), "policy": DQNPolicy.default_config(), "seed": 0})}
+    {("dqn", p) for p in _typed_leaves({"env": ENV_KEYS.defaults(), "policy": DQNPolicy.default_config(), "seed": 0})}
     | {("ppo", p) for p in _typed_leaves({"policy": PPOPolicy.default_config()})}
     | {("sac", p) for p in _typed_leaves({"policy": SACPolicy.default_config()})}
 )

@@ -1,5 +1,6 @@
-"""Every relative link of README.md and docs/*.md reaches a file of the repo, and every anchor a heading there
-(GitHub's heading ids: lower case, punctuation dropped, spaces as hyphens, ``-1``, ``-2`` for repeats)."""
+"""Every relative link of README.md, docs/ (with docs/results/) and the benchmarks' READMEs reaches a file of the
+repo, and every anchor a heading there (GitHub's heading ids: lower case, punctuation dropped, spaces as hyphens,
+``-1``, ``-2`` for repeats)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGES = [
+    REPO / "README.md",
+    *sorted((REPO / "docs").glob("*.md")),
+    *sorted((REPO / "docs" / "results").glob("*.md")),
+    *sorted((REPO / "benchmarks").glob("**/README.md")),
+]
 FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|!\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
@@ -81,3 +87,22 @@ def test_reproduce_commands_name_no_path_of_the_machine_they_ran_on():
     machine = re.compile(r"(?<![\w.~])/(?:work|home|root|Users)/\S*|/tmp/\S*venv\S*")
     found = [f"{p.relative_to(REPO)}: {m}" for p in PAGES for m in machine.findall(p.read_text(encoding="utf-8"))]
     assert found == []
+
+
+def test_the_benchmarks_index_links_every_results_page():
+    """docs/benchmarks.md is the index of docs/results/: each page is linked from it, and each link reaches one."""
+    linked = {link.partition("#")[0] for link in _links(REPO / "docs" / "benchmarks.md")}
+    pages = {f"results/{p.name}" for p in (REPO / "docs" / "results").glob("*.md")}
+    assert len(pages) >= 4 and pages <= linked
+
+
+def test_the_path_of_a_run_names_every_file_of_ding_dist_entry():
+    """docs/contributing.md's "path of a run" names each module of ``ding_dist/entry/`` (``a.py`` or
+    ``loops/{a,b}.py``), so a new module there comes with its place on the path."""
+    text = (REPO / "docs" / "contributing.md").read_text(encoding="utf-8")
+    block = text.split("## The path of a run", 1)[1].split("```", 2)[1]
+    named = set(re.findall(r"(\w+)\.py", block))
+    for group in re.findall(r"\{([\w,]+)\}\.py", block):
+        named |= set(group.split(","))
+    modules = {p.stem for p in (REPO / "ding_dist" / "entry").rglob("*.py") if p.stem not in ("__init__",)}
+    assert sorted(modules - named) == []

@@ -1,8 +1,8 @@
-"""benchmarks/gpu_check.sh: its CPU form runs every check that can run without a GPU (so it cannot rot
+"""benchmarks/gpu/gpu_check.sh: its CPU form runs every check that can run without a GPU (so it cannot rot
 between the rare runs on a GPU machine), where .whl/ is prepared with the carried wheels installed as on the
 GPU machine, in an environment without them; a failing, crashing or hanging check is reported in its own row
-while the others still run; without CUDA the plain command says so and exits 2; the device commands written in
-the script are the docs' and fit the device tool; --rerun-failed takes the failed rows of the last run."""
+while the others still run; without CUDA the plain command says so and exits 2; the commands written in the
+script are those of benchmarks/gpu/README.md; --rerun-failed takes the failed rows of the last run."""
 
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ from packaging.utils import parse_wheel_filename
 import ding_dist as dd
 
 REPO = Path(__file__).resolve().parent.parent
-BENCH = REPO / "benchmarks"
+BENCH = REPO / "benchmarks" / "gpu"
 
 
 def _bench_module(name: str) -> ModuleType:
-    """A script of benchmarks/ as a module, without putting benchmarks/ on ``sys.path`` (its scripts import
+    """A script of benchmarks/gpu/ as a module, without putting it on ``sys.path`` (its scripts import
     their siblings ``gpu_check_*`` by name, as they run on the GPU machine: those are loaded first)."""
     if name in sys.modules:
         return sys.modules[name]
@@ -58,13 +58,14 @@ def _rows(md: str) -> dict[str, dict[str, str]]:
 
 
 def _run(args: list[str], out: Path, timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OUT": str(out), "GPU_CHECK_FAILED_FILE": str(out / "failed_state.txt"), **(env or {})}
+    env = {**os.environ, "GPU_CHECK_FAILED_FILE": str(out / "failed_state.txt"), **(env or {})}
     env.pop("OMP_NUM_THREADS", None)
+    args = [*args, "--out-dir", str(out)]
     return subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def _log_names(out: Path) -> set[str]:
-    """The check logs in ``$OUT/gpu_check_logs.tar.gz`` (the device tool returns 8 files at most)."""
+    """The check logs in ``DIR/gpu_check_logs.tar.gz`` (``--out-dir DIR``: one archive, a few files to copy back)."""
     with tarfile.open(out / "gpu_check_logs.tar.gz") as tar:
         return {Path(name).name for name in tar.getnames() if name.endswith(".log")}
 
@@ -95,7 +96,7 @@ def _env_without_the_carried_packages(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def cpu_form(tmp_path_factory) -> dict:
-    """One run of the CPU form: with .whl/ prepared (benchmarks/gpu_prepare.sh), in an environment that lacks
+    """One run of the CPU form: with .whl/ prepared (benchmarks/gpu/gpu_prepare.sh), in an environment that lacks
     its packages, installing them the way the GPU machine does; else in this environment."""
     root = tmp_path_factory.mktemp("gpu_check")
     out = root / "out"
@@ -142,7 +143,7 @@ def test_cpu_quick_mode_runs_every_check(cpu_form):
 @pytest.mark.slow
 def test_cpu_form_installs_the_carried_wheels_in_an_environment_without_them(cpu_form):
     if not cpu_form["wheels"]:
-        pytest.skip("no .whl/ folder: run bash benchmarks/gpu_prepare.sh to check the carried wheels here")
+        pytest.skip("no .whl/ folder: run bash benchmarks/gpu/gpu_prepare.sh to check the carried wheels here")
     proc = cpu_form["proc"]
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     # the wheels are for the GPU machine's CPython 3.12: on another Python its builds (ale-py's) are left out
@@ -170,8 +171,8 @@ def test_a_failing_check_is_reported_in_its_row_and_the_rest_still_run(tmp_path)
     with tarfile.open(tmp_path / "gpu_check_logs.tar.gz") as tar:
         assert "Traceback" in tar.extractfile("gpu_check_logs/z1.log").read().decode()
     assert (tmp_path / "gpu_check_failed.txt").read_text() == "z1,z2,z3\n"
-    rerun = "bash benchmarks/gpu_check.sh --only z1,z2,z3 2>&1 | tee $OUT/gpu_check.log"
-    assert f"gpu_check: rerun the failed rows: set -o pipefail; PYTHONUNBUFFERED=1 {rerun}" in proc.stdout
+    rerun = f"bash benchmarks/gpu/gpu_check.sh --only z1,z2,z3 --out-dir {tmp_path}"
+    assert f"gpu_check: rerun the failed rows: {rerun}\n" in proc.stdout
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU exit")
@@ -195,14 +196,14 @@ def _written_command(text: str, tag: str) -> str:
     return line
 
 
-def test_the_device_commands_are_written_alike_in_the_script_and_the_docs_and_fit_the_tool():
+def test_the_gpu_machine_commands_are_written_alike_in_the_script_and_its_readme():
     script = (BENCH / "gpu_check.sh").read_text()
-    section = (REPO / "docs" / "benchmarks.md").read_text().split("## 5. GPU check", 1)[1].split("\n## 6. ", 1)[0]
+    readme = (BENCH / "README.md").read_text()
     for tag in ("DEVICE", "RERUN"):
         command = _written_command(script, tag)
-        assert len(command) < 2000 and "bash benchmarks/gpu_check.sh" in command
-        assert command in section, tag
-    assert '#   carry: [".whl"]' in script and 'carry: [".whl"]' in section
+        assert command.startswith("bash benchmarks/gpu/gpu_check.sh --out-dir gpu_results")
+        assert f"\n{command}\n" in readme, tag  # a line of its own in a code block
+    assert "bash benchmarks/gpu/gpu_prepare.sh" in readme and ".whl/" in readme
     assert "/.whl/" in (REPO / ".gitignore").read_text().split()
 
 

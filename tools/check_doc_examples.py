@@ -65,10 +65,10 @@ SKIP: dict[tuple[str, str], str] = {
 #: (page, text in a line of a Python block) -> why that line is left out (the rest of the block runs).
 SKIP_LINES: dict[tuple[str, str], str] = {
     ("comm.md", 'addr="10.0.0.1"'): "needs a master on another host",
-    ("comm.md", "dd.send("): "point-to-point needs a second rank",
-    ("comm.md", "dd.recv("): "point-to-point needs a second rank",
-    ("comm.md", "dd.isend("): "point-to-point needs a second rank",
-    ("comm.md", "dd.irecv("): "point-to-point needs a second rank",
+    ("comm.md", "dd.comm.send("): "point-to-point needs a second rank",
+    ("comm.md", "dd.comm.recv("): "point-to-point needs a second rank",
+    ("comm.md", "dd.comm.isend("): "point-to-point needs a second rank",
+    ("comm.md", "dd.comm.irecv("): "point-to-point needs a second rank",
 }
 
 #: page -> code run before its Python blocks: what a fragment takes as given (a world of one).

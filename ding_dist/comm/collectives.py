@@ -79,12 +79,14 @@ def allreduce(tensor: torch.Tensor, op: str | Any = "sum", group: Any = None, as
     return current_link(group).allreduce(tensor, op, group, async_op)
 
 
-def allreduce_async(tensor: torch.Tensor, op: str | Any = "avg", group: Any = None) -> CommHandle:
-    """Start an in-place allreduce (average by default) and return its handle; ``wait()`` finishes it.
+def allreduce_async(tensor: torch.Tensor, op: str | Any = "sum", group: Any = None) -> CommHandle:
+    """Start an in-place allreduce and return its handle; ``wait()`` finishes it.
+
+    ``op`` as for :func:`allreduce`: a sum by default, ``op="avg"`` for the mean (divided at ``wait()``).
 
     Example:
-        >>> handle = allreduce_async(torch.ones(4))
-        >>> handle.wait()
+        >>> handle = allreduce_async(torch.ones(4), op="avg")
+        >>> handle.wait()               # on the fake link: unchanged
         tensor([1., 1., 1., 1.])
     """
     return allreduce(tensor, op=op, group=group, async_op=True)

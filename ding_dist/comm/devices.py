@@ -205,7 +205,7 @@ def check_comm_device(tensor: torch.Tensor, group: Any, fn: str) -> None:
         backend = dist.get_backend_config(group)
         raise DeviceMismatchError(
             f"{fn} at {call_site()}: tensor on {tensor.device}, but the process group's backend "
-            f"{backend!r} moves only {sorted(types)} tensors; create it on ding_dist.comm_device() "
+            f"{backend!r} moves only {sorted(types)} tensors; create it on ding_dist.comm.comm_device() "
             "(or move it there) before the collective"
         )
 

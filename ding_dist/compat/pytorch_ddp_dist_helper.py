@@ -3,7 +3,8 @@
 Change ``from ding.utils import ...`` (or ``from ding.utils.pytorch_ddp_dist_helper import ...``) to
 ``from ding_dist.compat.pytorch_ddp_dist_helper import ...`` and code written against DI-engine runs
 unchanged. Where such code relies on DI-engine's behaviour, it gets it: ``allreduce`` **averages** in
-place, ``allreduce_data`` reduces a tensor in place, ``reduce_data`` returns a value on every rank,
+place (DI-engine's contract; ``ding_dist.allreduce`` and ``ding_dist.comm.allreduce_async`` sum by default, as
+torch.distributed does), ``allreduce_data`` reduces a tensor in place, ``reduce_data`` returns a value on every rank,
 ``to_ddp_config`` edits the config it is given, ``allreduce_with_indicator`` leaves the contributor count
 in the indicator tensor, ``dist_init(backend, addr, port, rank, world_size, timeout)``.
 
@@ -132,8 +133,9 @@ def broadcast_object_list(object_list: list, src: int = 0, group: Any = None, de
 def allreduce(x: torch.Tensor, group: Any = None) -> None:
     """Average ``x`` in place over the ranks (DI-engine's ``allreduce``: a sum divided by the world size).
 
-    ``ding_dist.allreduce`` sums, as ``torch.distributed.all_reduce`` does; this one averages, as
-    DI-engine's gradient sync and log reduction expect.
+    This module's ``allreduce`` keeps DI-engine's mean, as its gradient sync and log reduction expect; everywhere
+    else in ding_dist (``ding_dist.allreduce``, ``ding_dist.comm.allreduce_async``) the default is the sum, as in
+    ``torch.distributed.all_reduce``: pass ``op="avg"`` there for the mean.
 
     Example:
         >>> g = torch.tensor([1.0, 3.0])

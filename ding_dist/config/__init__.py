@@ -1,68 +1,56 @@
 """Configuration: read DI-engine style Python configs, merge them over defaults, validate strictly.
 
-The DI-engine translation (``translate_ding_config``, ``translate_if_ding``: :mod:`ding_dist.config.ding`) is
-imported on first use (PEP 562): only DI-engine files need it (:func:`looks_like_ding` tells them apart).
+:func:`load_config` is the one way from a config (a file, a shipped config's name, a dict) to a run's compiled
+config (:mod:`ding_dist.config.compiled`); :func:`read_config` and :func:`save_config` read and write config files
+as they are. The schema step it runs, :func:`~ding_dist.config.compile.compile_config` (a config merged over the
+defaults you give), lives in :mod:`ding_dist.config.compile`; DI-engine's files are translated by
+:mod:`ding_dist.config.ding`, imported for those files only.
 
 Example:
-    >>> from ding_dist.config import compile_config
-    >>> cfg = compile_config({"policy": {"lr": 0.1}}, {}, defaults={"policy": {"lr": 0.01}})
-    >>> cfg.policy.lr
-    0.1
+    >>> from ding_dist.config import load_config
+    >>> cfg = load_config("cartpole_ppo", seed=1, overrides=["policy.learn.batch_size=128"])
+    >>> cfg.seed, cfg.policy.learn.batch_size
+    (1, 128)
 """
-
-from typing import Any
 
 from ding_dist.config.compile import (
     CREATE_SCHEMA,
     DEFAULT_EXP_NAME,
     apply_overrides,
-    compile_config,
     config_errors,
     create_config_errors,
     parse_override,
     validate_config,
 )
-from ding_dist.config.ding_marks import looks_like_ding
+from ding_dist.config.compiled import CompiledConfig, ConfigSource, is_compiled, load_config, run_defaults
 from ding_dist.config.errors import ConfigError, raise_all
 from ding_dist.config.loader import read_config, save_config, save_config_data
-from ding_dist.config.rules import VALUE_RULES, check_values, value_errors
+from ding_dist.config.rules import check_values, value_errors
 from ding_dist.config.split import split_config, split_errors, to_ddp_config
 from ding_dist.config.sync_rules import check_sync_config
 
 __all__ = [
     "CREATE_SCHEMA",
+    "CompiledConfig",
     "ConfigError",
-    "config_errors",
-    "create_config_errors",
-    "raise_all",
-    "value_errors",
+    "ConfigSource",
     "DEFAULT_EXP_NAME",
-    "VALUE_RULES",
     "apply_overrides",
     "check_sync_config",
     "check_values",
-    "compile_config",
+    "config_errors",
+    "create_config_errors",
+    "is_compiled",
+    "load_config",
     "parse_override",
+    "raise_all",
     "read_config",
-    "save_config_data",
+    "run_defaults",
     "save_config",
-    "validate_config",
-    "looks_like_ding",
-    "translate_ding_config",
-    "translate_if_ding",
+    "save_config_data",
     "split_config",
     "split_errors",
     "to_ddp_config",
+    "validate_config",
+    "value_errors",
 ]
-
-_TRANSLATION = ("translate_ding_config", "translate_if_ding")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _TRANSLATION:
-        from ding_dist.config import ding
-
-        value = getattr(ding, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,6 +18,7 @@ from easydict import EasyDict
 
 from ding_dist.config.errors import ConfigError, raise_all
 from ding_dist.config.rules import short_repr, value_errors
+from ding_dist.config.sections import TOP_KEYS
 
 __all__ = [
     "CREATE_SCHEMA",
@@ -30,9 +31,9 @@ __all__ = [
     "validate_config",
 ]
 
-DEFAULT_EXP_NAME = "default_experiment"
+DEFAULT_EXP_NAME: str = TOP_KEYS["exp_name"].default
 # Top-level keys that every config may have besides the component sections.
-_TOP_LEVEL_SCHEMA: dict[str, Any] = {"exp_name": DEFAULT_EXP_NAME, "seed": 0}
+_TOP_LEVEL_SCHEMA: dict[str, Any] = dict(TOP_KEYS.defaults())
 _CREATE_KEY = "create_config"
 #: The sections of ``create_config`` and the keys each may hold (DI-engine's layout; ``import_names`` is
 #: accepted and unused, as every component here is registered on import).
@@ -330,7 +331,7 @@ def compile_config(
     ``'default_experiment'``) and ``cfg.create_config`` (a copy of ``create_config``; an override
     ``create_config.env.type=...`` edits it). A ``create_config`` key inside ``main_config`` (as
     :func:`save_config` writes it) is used when the ``create_config`` argument is None. Besides its
-    type, every value must lie in the range :data:`~ding_dist.config.rules.VALUE_RULES` gives its key
+    type, every value must lie in the range its key's rule gives (:func:`~ding_dist.config.rules.value_errors`)
     (e.g. ``batch_size >= 1``, learning rates > 0). ``create_config`` may only hold the sections and keys of
     :data:`CREATE_SCHEMA`, with a known ``env_manager.type``. Every problem found is reported in one
     :class:`ConfigError` (one line).
@@ -384,7 +385,8 @@ def compile_config(
         merged["seed"] = seed
     merged.setdefault("seed", 0)
     merged.setdefault("exp_name", DEFAULT_EXP_NAME)
-    problems = [*errors.values(), *value_errors(merged, schema, skip=errors), *create_config_errors(create)]
+    problems = [*errors.values(), *value_errors(merged, schema, skip=errors, create=create)]
+    problems += create_config_errors(create)
     raise_all(problems)
     merged[_CREATE_KEY] = create
     return EasyDict(merged)

@@ -20,7 +20,6 @@ from typing import Any
 from easydict import EasyDict
 
 from ding_dist.config.compile import to_plain
-from ding_dist.config.ding_imports import CONFIG_HELPERS, ding_helpers_only, ding_top_imports, provided_ding_helpers
 from ding_dist.config.errors import ConfigError
 from ding_dist.config.shipped import find_config
 from ding_dist.utils.fileio import atomic_write_text
@@ -84,7 +83,9 @@ def _execution_error(p: Path, e: BaseException) -> ConfigError:
 
 def _run_without_ding(p: Path, error: ModuleNotFoundError) -> dict[str, Any]:
     """A DI-engine file that imports ``ding`` (not installed): run it with the config helpers it imports provided,
-    or one line saying which imports need DI-engine (see :mod:`ding_dist.config.ding_imports`)."""
+    or one line saying which imports need DI-engine (see :mod:`ding_dist.config.ding.imports`)."""
+    from ding_dist.config.ding.imports import CONFIG_HELPERS, ding_helpers_only, ding_top_imports, provided_ding_helpers
+
     imports = ding_top_imports(p.read_text())
     if ding_helpers_only(imports):
         try:

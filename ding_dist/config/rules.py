@@ -1,23 +1,23 @@
 """Value rules: the ranges config values must lie in (counts >= 1, rates > 0, probabilities in [0, 1]).
 
-The defaults give every key its type (see :mod:`ding_dist.config.compile`); this table gives the range,
-in one place for every component. A rule is matched by the key's full dotted path with shell-style
-patterns (``*`` also crosses dots, so ``*.batch_size`` is any ``batch_size``); the first matching rule
-decides. :func:`~ding_dist.config.compile_config` checks them after the types, so every entry point (the
-pipelines, the CLI, a direct call) rejects ``batch_size=-1`` with one line naming the key. Keys inside an
-open dict (a default of ``{}``, e.g. ``env.env_kwargs``) belong to someone else and are not checked.
+The defaults give every key its type (see :mod:`ding_dist.config.compile`); its range is the rule declared with it
+(:class:`~ding_dist.utils.keys.Key`): a ``policy.*`` key's in its policy's ``keys``, any other key's (``seed``,
+``env.*``, ``actor_learner.*``, ``pbt.*``) in :mod:`ding_dist.config.sections`. :func:`~ding_dist.config.compile_config`
+checks them after the types, so every entry point (the pipelines, the CLI, a direct call) rejects ``batch_size=-1``
+with one line naming the key. Keys inside an open dict (a default of ``{}``, e.g. ``env.env_kwargs``) belong to
+someone else and are not checked here; what several keys must satisfy together is :data:`COMBINATION_RULES`.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import math
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from ding_dist.config.errors import raise_all
+from ding_dist.config.sections import SECTIONS, run_key
+from ding_dist.utils.keys import Key, check_of
 
-__all__ = ["VALUE_RULES", "check_values", "short_repr", "value_errors"]
+__all__ = ["check_values", "policy_keys", "section_errors", "short_repr", "value_errors"]
 
 
 def short_repr(value: Any, limit: int = 80) -> str:
@@ -35,129 +35,35 @@ def short_repr(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-# ---- checks: (ok(value), what is expected) ---------------------------------------------------------------
-Check = tuple[Callable[[Any], bool], str]
+def policy_keys(policy_type: str | None = None) -> list[Mapping[str, Key]]:
+    """The declared keys (relative to ``policy.``) of policy ``policy_type``; of every built-in policy when it is
+    None or unknown (a value then passes when one declaration of its key accepts it).
 
+    Example:
+        >>> policy_keys("dqn")[0]["learn.batch_size"].rule
+        '>= 1'
+    """
+    from ding_dist.policy import get_policy_cls  # torch: only when a config has a policy section to judge
+    from ding_dist.policy.registry import import_builtin_policies
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _at_least(n: int) -> Check:
-    return (lambda v: _is_int(v) and v >= n), f">= {n}"
-
-
-def _positive() -> Check:
-    return (lambda v: _is_number(v) and math.isfinite(v) and v > 0), "a finite number > 0"
-
-
-def _unit(low_open: bool = False) -> Check:
-    if low_open:
-        return (lambda v: _is_number(v) and 0 < v <= 1), "in (0, 1]"
-    return (lambda v: _is_number(v) and 0 <= v <= 1), "in [0, 1]"
-
-
-def _optional(check: Check) -> Check:
-    ok, what = check
-    return (lambda v: v is None or ok(v)), f"{what} or None"
-
-
-def _sizes() -> Check:
-    def ok(v: Any) -> bool:
-        return isinstance(v, (list, tuple)) and len(v) > 0 and all(_is_int(s) and s >= 1 for s in v)
-
-    return ok, "a non-empty list of ints >= 1"
-
-
-def _seed() -> Check:
-    return (lambda v: _is_int(v) and 0 <= v < 2**32), "an int in [0, 2**32)"
-
-
-def _device() -> Check:
-    def ok(v: Any) -> bool:
-        if not isinstance(v, str):
-            return False
-        if v == "auto":
-            return True
-        import torch  # only when a config names a device: the CLI's argument parsing stays light
-
+    if isinstance(policy_type, str):
         try:
-            device = torch.device(v)
-        except (RuntimeError, ValueError):
-            return False
-        if device.type == "cuda" and not torch.cuda.is_available():
-            return False  # caught with the other config errors, not at the first tensor
-        return device.type in ("cpu", "cuda")
-
-    return ok, "'auto', 'cpu', or 'cuda'/'cuda:N' on a machine with CUDA"
-
-
-def _env_id() -> Check:
-    return (lambda v: v is None or (isinstance(v, str) and v.strip() != "")), "a gymnasium id such as 'CartPole-v1'"
+            return [get_policy_cls(policy_type).keys]
+        except ValueError:  # an unknown type: create_config's check names it
+            pass
+    sets: list[Mapping[str, Key]] = []
+    for cls in import_builtin_policies().values():
+        if all(cls.keys is not s for s in sets):
+            sets.append(cls.keys)
+    return sets
 
 
-def _entry_point() -> Check:
-    def ok(v: Any) -> bool:
-        if v is None:
-            return True
-        module, sep, attr = v.partition(":") if isinstance(v, str) else ("", "", "")
-        return bool(sep and module and attr)
-
-    return ok, "'package.module:callable' or None"
-
-
-#: (pattern on the dotted key, check); the first pattern that matches a key decides.
-VALUE_RULES: tuple[tuple[str, Check], ...] = (
-    ("seed", _seed()),
-    ("env.id", _env_id()),
-    ("env.entry_point", _entry_point()),
-    ("env.stop_value", ((lambda v: v is None or (_is_number(v) and not math.isnan(v))), "a number or None")),
-    ("*_env_num", _at_least(1)),
-    ("*.n_evaluator_episode", _at_least(1)),
-    # None passes where a policy's default is None (PG: one step on all samples); elsewhere the type check refuses it
-    ("*.batch_size", ((lambda v: v is None or _at_least(1)[0](v)), ">= 1")),
-    ("*.n_sample", _at_least(1)),
-    ("*.n_episode", _at_least(1)),
-    ("*_per_collect", _at_least(1)),
-    ("*.replay_buffer_size", _at_least(1)),
-    ("*.replay_buffer.frame_dedup", ((lambda v: v is None or isinstance(v, bool)), "True, False or None (auto)")),
-    ("*.replay_buffer.alpha", _unit()),  # prioritized replay's exponents
-    ("*.replay_buffer.beta", _unit()),
-    ("*.replay_buffer.anneal_step", _at_least(0)),
-    ("*.keep_last", _at_least(1)),
-    ("*.sequence.seq_len", _at_least(2)),  # R2D2's sequences (seq_len > burnin: the policy's check)
-    ("*.sequence.burnin", _at_least(0)),
-    ("*.sequence.overlap", _at_least(0)),
-    ("*.priority_eta", _unit()),
-    ("*.value_rescale_eps", _positive()),
-    ("*.nstep", _at_least(1)),
-    ("*.target_update_freq", _at_least(1)),  # the step count is taken modulo it
-    ("*.actor_update_freq", _at_least(1)),  # TD3: the actor on every K-th update
-    ("*.noise_sigma", ((lambda v: _is_number(v) and v >= 0), "a number >= 0")),
-    ("*.preempt_fraction", _unit(low_open=True)),
-    ("*.preempt_min_share", _unit(low_open=True)),
-    ("*freq", _at_least(0)),  # 0: only at the end
-    ("*.checkpoint.every_minutes", ((lambda v: _is_number(v) and v >= 0), "a number of minutes >= 0 (0: off)")),
-    ("*.learning_starts", _at_least(0)),
-    ("*.learning_rate*", _positive()),
-    ("*.lr", _positive()),
-    ("*_lr", _positive()),
-    ("*discount_factor", _unit()),
-    ("*.gae_lambda", _unit()),
-    ("*.target_theta", _optional(_unit(low_open=True))),
-    ("*.clip_ratio", _positive()),
-    ("*.value_clip_ratio", _optional(_positive())),
-    ("*.grad_clip_norm", _optional(_positive())),
-    ("*hidden_sizes", _sizes()),
-    ("*.eps.start", _unit()),
-    ("*.eps.end", _unit()),
-    ("*.eps.decay", _at_least(0)),
-    ("*.device", _device()),
-)
+def _policy_error(path: str, value: Any, declared: list[Mapping[str, Key]]) -> str | None:
+    """The expected text of the first declaration of ``path`` when none accepts ``value`` (None: fine or undeclared)."""
+    checks = [c for c in (check_of(keys[path].rule) for keys in declared if path in keys) if c is not None]
+    if not checks or any(ok(value) for ok, _ in checks):
+        return None
+    return checks[0][1]
 
 
 def _leaves(cfg: Mapping, schema: Mapping | None, path: str) -> Iterator[tuple[str, Any]]:
@@ -173,26 +79,40 @@ def _leaves(cfg: Mapping, schema: Mapping | None, path: str) -> Iterator[tuple[s
 
 
 def value_errors(
-    cfg: Mapping, schema: Mapping | None = None, rules: Any = VALUE_RULES, skip: Collection[str] = ()
+    cfg: Mapping,
+    schema: Mapping | None = None,
+    skip: Collection[str] = (),
+    create: Mapping | None = None,
 ) -> list[str]:
-    """One message per key whose value breaks its rule in :data:`VALUE_RULES` (keys in ``skip`` aside).
+    """One message per key whose value breaks its declared rule (keys in ``skip`` aside): a ``policy.*`` key's
+    (of the policy ``create["policy"]["type"]`` names; without one, of any built-in policy), any other key's from
+    :mod:`ding_dist.config.sections`; then one per broken :data:`COMBINATION_RULES` entry.
 
     Example:
-        >>> for message in value_errors({"policy": {"learn": {"batch_size": 0, "lr": -1.0}}}):
+        >>> for message in value_errors({"policy": {"learn": {"batch_size": 0, "learning_rate": -1.0}}}):
         ...     print(message)
         config key 'policy.learn.batch_size' must be >= 1, got 0
-        config key 'policy.learn.lr' must be a finite number > 0, got -1.0
+        config key 'policy.learn.learning_rate' must be a finite number > 0, got -1.0
     """
     top = {k: v for k, v in cfg.items() if k != "create_config"}
+    if create is None and isinstance(cfg.get("create_config"), Mapping):
+        create = cfg["create_config"]
+    section = (create or {}).get("policy")
+    policy_type = section.get("type") if isinstance(section, Mapping) else None
+    declared = policy_keys(policy_type) if isinstance(top.get("policy"), Mapping) and top["policy"] else []
     errors = []
     for dotted, value in _leaves(top, schema, ""):
         if dotted in skip:
             continue
-        for pattern, (ok, expected) in rules:
-            if fnmatch.fnmatchcase(dotted, pattern):
-                if not ok(value):
-                    errors.append(f"config key {dotted!r} must be {expected}, got {short_repr(value)}")
-                break
+        if dotted.startswith("policy."):
+            expected = _policy_error(dotted[len("policy.") :], value, declared)
+            if expected is not None:
+                errors.append(f"config key {dotted!r} must be {expected}, got {short_repr(value)}")
+            continue
+        key = run_key(dotted)
+        problem = None if key is None else key.error(value)
+        if problem is not None:
+            errors.append(f"config key {dotted!r} {problem}, got {short_repr(value)}")
     return errors + [e for e in (rule(top) for rule in COMBINATION_RULES) if e is not None]
 
 
@@ -228,8 +148,27 @@ def _ladder_with_inference(cfg: Mapping) -> str | None:
 COMBINATION_RULES: tuple[Callable[[Mapping], str | None], ...] = (_apex_without_actors, _ladder_with_inference)
 
 
-def check_values(cfg: Mapping, schema: Mapping | None = None, rules: Any = VALUE_RULES) -> None:
-    """Raise one :class:`ConfigError` naming every key whose value breaks its rule in :data:`VALUE_RULES`.
+def section_errors(section: str, values: Mapping) -> list[str]:
+    """One message per key of section ``section`` (a name of :data:`~ding_dist.config.sections.SECTIONS`) whose
+    value in ``values`` (the section's mapping) breaks its declared rule; keys left out keep their defaults.
+
+    Example:
+        >>> section_errors("pbt", {"population": 0, "quantile": 0.25})
+        ["config key 'pbt.population' must be an int >= 1, got 0"]
+    """
+    errors = []
+    for path, key in SECTIONS[section].items():
+        node: Any = values
+        for part in path.split("."):
+            node = node.get(part, key.default) if isinstance(node, Mapping) else key.default
+        problem = key.error(node)
+        if problem is not None:
+            errors.append(f"config key {section + '.' + path!r} {problem}, got {short_repr(node)}")
+    return errors
+
+
+def check_values(cfg: Mapping, schema: Mapping | None = None) -> None:
+    """Raise one :class:`ConfigError` naming every key whose value breaks its rule (:func:`value_errors`).
 
     With ``schema`` (the merged defaults) keys inside open dicts are skipped; ``create_config`` is never
     checked (it only names component types).
@@ -241,4 +180,4 @@ def check_values(cfg: Mapping, schema: Mapping | None = None, rules: Any = VALUE
         ...
         ding_dist.config.errors.ConfigError: config key 'policy.learn.batch_size' must be >= 1, got -1
     """
-    raise_all(value_errors(cfg, schema, rules))
+    raise_all(value_errors(cfg, schema))

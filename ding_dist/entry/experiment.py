@@ -1,12 +1,9 @@
-"""The experiment: a config compiled once, its folder and lock, its roles.
+"""The experiment: a compiled config, its folder and lock, its roles.
 
-:func:`load_config` is the one way from a config (a file path, a ``(main_config, create_config)`` tuple, or an
-already compiled config) to the compiled global config; :class:`Experiment` carries that compiled config, the
-experiment folder and its lock, the roles of an actor-learner run and the run's limits to the training loops,
-which never read a config path again. The config is compiled against the defaults of its env, its policy and
-the ``actor_learner`` section (:mod:`~ding_dist.entry.roles`). The folder is :mod:`~ding_dist.entry.exp_folder`'s,
-torchrun's job ids :mod:`~ding_dist.entry.torchrun_job`'s, the threads :mod:`~ding_dist.entry.threads`'s and the
-run's parts (policy, replay) are built in :mod:`~ding_dist.entry.factories`; their names are importable from here.
+:class:`Experiment` carries the config :func:`~ding_dist.config.load_config` compiled (once per process), the
+experiment folder and its lock, the roles of an actor-learner run and the run's limits to the training loops, which
+never read a config path again. The folder is :mod:`~ding_dist.entry.exp_folder`'s, torchrun's job ids
+:mod:`~ding_dist.entry.torchrun_job`'s and the roles :mod:`~ding_dist.entry.roles`'.
 
 Example::
 
@@ -19,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,96 +23,20 @@ from typing import Any
 from easydict import EasyDict
 
 from ding_dist.comm import broadcast_object, get_rank, get_world_size
-from ding_dist.config import check_sync_config, compile_config, looks_like_ding, read_config
+from ding_dist.config import is_compiled
 from ding_dist.entry.exp_folder import default_exp_dir, holds_run, lock_folder, same_job
-from ding_dist.entry.factories import build_policy, env_manager, make_replay_buffer, replay_capacity  # re-exported
-from ding_dist.entry.roles import Roles, actor_learner_default_config, check_actor_learner_config
-from ding_dist.entry.threads import OMP_DEFAULTED_ENV, cpu_cores, default_threads  # re-exported
-from ding_dist.entry.torchrun_job import JOB_ENV, JOB_FILE, RESTART_ENV, job_id, restart_count
-from ding_dist.envs import env_default_config
+from ding_dist.entry.roles import Roles
+from ding_dist.entry.torchrun_job import restart_count
 from ding_dist.envs.seeding import RunSeeds
 from ding_dist.policy import get_policy_cls
 from ding_dist.utils.exp_lock import ExperimentLock
 
-__all__ = [
-    "ConfigArg",
-    "DEFAULT_HEALTH_TIMEOUT_S",
-    "JOB_ENV",
-    "JOB_FILE",
-    "OMP_DEFAULTED_ENV",
-    "Experiment",
-    "RESTART_ENV",
-    "build_policy",
-    "cpu_cores",
-    "default_exp_dir",
-    "default_threads",
-    "env_manager",
-    "holds_run",
-    "is_compiled",
-    "job_id",
-    "same_job",
-    "load_config",
-    "make_replay_buffer",
-    "replay_capacity",
-    "restart_count",
-]
+__all__ = ["DEFAULT_HEALTH_TIMEOUT_S", "Experiment"]
 
 logger = logging.getLogger(__name__)
 
-ConfigArg = str | os.PathLike | tuple[Mapping, Mapping] | EasyDict
-
 #: Default bound (seconds) of the health checks before each evaluation and checkpoint.
 DEFAULT_HEALTH_TIMEOUT_S = 60.0
-
-
-def is_compiled(config: Any) -> bool:
-    """True for a config :func:`load_config` returned (it holds its ``create_config``), False for a path or a
-    ``(main_config, create_config)`` pair.
-
-    Example::
-
-        is_compiled(load_config("configs/cartpole_dqn_config.py"))  # True
-    """
-    return isinstance(config, Mapping) and "create_config" in config and "policy" in config
-
-
-def load_config(config: ConfigArg, *, seed: int | None = None, overrides: Sequence[str] = ()) -> EasyDict:
-    """The compiled global config (not per-rank sizes): read, translated when it is a DI-engine file, merged over
-    the defaults of its env and policy, checked. A config that is compiled already comes back as it is (a copy).
-
-    Example::
-
-        cfg = load_config("configs/cartpole_dqn_config.py", overrides=["policy.learn.batch_size=128"])
-    """
-    if is_compiled(config):
-        if seed is not None or overrides:
-            raise ValueError("this config is compiled already: give seed and overrides when it is compiled")
-        return EasyDict(config)
-    if isinstance(config, (str, os.PathLike)):
-        main, create = read_config(config)
-    elif isinstance(config, tuple) and len(config) == 2:
-        main, create = EasyDict(config[0]), EasyDict(config[1] or {})
-    else:
-        raise TypeError(
-            f"config must be a path to a Python config file, (main_config, create_config) or a compiled config, "
-            f"got {config!r:.120}"
-        )
-    if looks_like_ding(main, create):  # DI-engine files: translated (ding_dist.config.ding, imported for them only)
-        from ding_dist.config import translate_if_ding
-
-        main, create, overrides = translate_if_ding(main, create, overrides, config)
-    policy_type = (create.get("policy") or {}).get("type")
-    if policy_type is None:
-        raise ValueError("create_config.policy.type is missing; set it to one of the registered policies")
-    defaults = {
-        "env": env_default_config(),
-        "policy": get_policy_cls(policy_type).default_config(),
-        "actor_learner": actor_learner_default_config(),
-    }
-    cfg = compile_config(main, create, defaults=defaults, seed=seed, overrides=overrides)
-    check_sync_config(cfg.policy.sync)
-    check_actor_learner_config(cfg.actor_learner)
-    return cfg
 
 
 @dataclass

@@ -3,7 +3,7 @@
 The public API (:func:`train`, :func:`serial_pipeline`, :func:`serial_pipeline_onpolicy`, :func:`evaluate`,
 :func:`load_config`, :func:`default_exp_dir`, :func:`holds_run`). The path of a run, top to bottom:
 
-- :func:`~ding_dist.entry.experiment.load_config`: the config compiled, once per process;
+- :func:`~ding_dist.config.load_config`: the config compiled, once per process (a compiled config passes as it is);
 - :class:`~ding_dist.entry.experiment.Experiment`: that config, its folder and lock, its roles;
 - one loop of :mod:`ding_dist.entry.loops`: data-parallel (every rank collects and learns; the default), or an
   actor or a learner of the actor-learner mode (``actor_learner.actors > 0``, ``ding-dist train --actors N
@@ -32,8 +32,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ding_dist.comm.heartbeat import heartbeat_running, heartbeat_scope
+from ding_dist.config import ConfigSource, load_config
 from ding_dist.entry.exp_folder import default_exp_dir, holds_run
-from ding_dist.entry.experiment import DEFAULT_HEALTH_TIMEOUT_S, ConfigArg, Experiment, load_config
+from ding_dist.entry.experiment import DEFAULT_HEALTH_TIMEOUT_S, Experiment
 from ding_dist.entry.services.evaluation import evaluate
 from ding_dist.entry.services.failures import sigterm_exits
 from ding_dist.entry.services.summary import run_summary
@@ -69,6 +70,10 @@ def loop_for(exp: Experiment) -> type:
 
         loop_for(exp)(exp).run()
     """
+    if exp.roles is None and (exp.cfg.get("pbt") or {}).get("population", 1) > 1:  # a population of members
+        from ding_dist.entry.loops.pbt import PopulationLoop
+
+        return PopulationLoop
     if exp.roles is None:  # each loop imported when a rank runs it: the others are not needed
         from ding_dist.entry.loops.data_parallel import DataParallelLoop
 
@@ -87,7 +92,7 @@ def loop_for(exp: Experiment) -> type:
 
 
 def train(
-    config: ConfigArg,
+    config: ConfigSource,
     *,
     seed: int | None = None,
     overrides: Sequence[str] = (),
@@ -100,8 +105,9 @@ def train(
 ) -> dict[str, Any]:
     """Train the policy a config names, with the loop its mode and this rank's role need; returns the result.
 
-    ``config``: path of a Python config file, a ``(main_config, create_config)`` tuple, or a config
-    :func:`load_config` compiled (then ``seed`` and ``overrides`` were given to it). ``seed``: run seed (None:
+    ``config``: a config file's path or a shipped config's name, a ``(main_config, create_config)`` tuple, or a
+    config :func:`load_config` compiled (then ``seed`` and ``overrides`` were given to it, and it is not compiled
+    again). ``seed``: run seed (None:
     the config's ``seed``, else 0). ``overrides``: ``"key.path=value"`` strings. ``exp_dir``: experiment folder
     (default ``runs/<exp_name>``; with ``resume`` set, that folder). ``max_env_steps``: stop after this many global
     env steps. ``resume``: an experiment folder whose newest checkpoint to continue from (in workers restarted by
@@ -120,7 +126,7 @@ def train(
         result = train("configs/cartpole_dqn_config.py", seed=1, overrides=["env.collector_env_num=4"])
     """
     _show_logs()
-    cfg = load_config(config, seed=seed, overrides=overrides)  # the one compilation of this process
+    cfg = load_config(config, seed=seed, overrides=overrides)  # compiled once per process: a compiled one passes
     policy_type = cfg.create_config.policy.type
     if on_policy is not None and get_policy_cls(policy_type).on_policy != on_policy:
         want = "serial_pipeline" if on_policy else "serial_pipeline_onpolicy"
@@ -139,7 +145,7 @@ def train(
 
 
 def serial_pipeline(
-    config: ConfigArg,
+    config: ConfigSource,
     *,
     seed: int | None = None,
     overrides: Sequence[str] = (),
@@ -159,7 +165,7 @@ def serial_pipeline(
 
 
 def serial_pipeline_onpolicy(
-    config: ConfigArg,
+    config: ConfigSource,
     *,
     seed: int | None = None,
     overrides: Sequence[str] = (),

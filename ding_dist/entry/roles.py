@@ -17,28 +17,11 @@ collective layer (:func:`ding_dist.comm.new_group`) on every rank in the same or
   so CUDA learners (NCCL among themselves, e.g. ``DING_DIST_BACKEND=cpu:gloo,cuda:nccl``) and CPU actors
   exchange them correctly.
 
-Config keys (section ``actor_learner``; ``ding-dist train --actors N --learners M`` sets the first two):
-
-| key | default | meaning |
-|---|---|---|
-| ``actors`` | 0 | actor processes; 0: the data-parallel mode |
-| ``learners`` | 1 | learner processes |
-| ``weight_sync_every`` | 1 | least learner updates between two weight versions (checked after each round) |
-| ``max_lag`` | 8 | most versions a trained chunk may lag behind the learners' weights |
-| ``lag_mode`` | ``"block"`` | ``"block"``: actors wait when the learners fall behind; ``"drop"``: they |
-|  |  | never wait, and a learner overwrites an actor's unconsumed chunk with its newer one |
-| ``queue`` | 1 | chunks per actor a learner receives ahead, while it learns (0: on demand, each when it |
-|  |  | asks for the next: the least lag, and the learner waits for every transfer) |
-| ``actor_buffers`` | 1 | chunks an actor may have in flight (with ``queue=1``: it collects its next chunk |
-|  |  | while its last one waits in the learner's buffer, and waits only for a learner 2 chunks behind) |
-| ``learner_threads`` | ``"auto"`` | torch threads of a learner; ``"auto"``: ``OMP_NUM_THREADS`` when you set it, |
-|  |  | else for a convolutional network the cores its host's actors leave, at least 2 for one learner |
-|  |  | (:func:`role_threads`), else 1 |
-| ``actor_threads`` | ``"auto"`` | torch threads of an actor; ``"auto"``: ``OMP_NUM_THREADS`` when you set it, else 1 |
-| ``on_actor_death`` | ``"continue"`` | ``"continue"`` with the actors left, or ``"stop"`` |
-| ``actor_device`` | ``"cpu"`` | where actors (or the inference rank) run their policy |
-| ``inference`` | 0 | 1: one more process, an inference rank that acts for every actor in one batch (the |
-|  |  | SEED RL / Sample Factory layout, for a GPU; on a CPU it adds a round trip per step) |
+Config keys (section ``actor_learner``): declared once, with their defaults, meanings and rules, in
+:data:`ding_dist.config.sections.ACTOR_LEARNER_KEYS` (``ding-dist config show``, docs/actor_learner.md);
+``ding-dist train --actors N --learners M`` sets the first two. ``learner_threads="auto"``: ``OMP_NUM_THREADS`` when
+you set it, else for a convolutional network the cores its host's actors leave, at least 2 for one learner
+(:func:`role_threads`), else 1.
 
 Example::
 
@@ -53,78 +36,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from easydict import EasyDict
-
 from ding_dist.comm import new_group
-from ding_dist.config import ConfigError
 
 __all__ = [
     "RoleGroups",
     "Roles",
-    "actor_learner_default_config",
-    "check_actor_learner_config",
     "chunk_steps",
     "role_threads",
 ]
 
 logger = logging.getLogger(__name__)
-
-LAG_MODES = ("block", "drop")
-DEATH_POLICIES = ("continue", "stop")
-
-
-def actor_learner_default_config() -> EasyDict:
-    """Defaults of the ``actor_learner`` config section (see the module docstring)."""
-    return EasyDict(
-        actors=0,
-        learners=1,
-        weight_sync_every=1,
-        max_lag=8,
-        lag_mode="block",
-        queue=1,
-        actor_buffers=1,
-        on_actor_death="continue",
-        actor_device="cpu",
-        inference=0,
-        learner_threads="auto",
-        actor_threads="auto",
-    )
-
-
-def check_actor_learner_config(al: Mapping[str, Any]) -> None:
-    """Raise ``ConfigError`` naming the ``actor_learner.*`` key whose value is out of range.
-
-    Example::
-
-        check_actor_learner_config({"actors": -1})  # ConfigError: config key 'actor_learner.actors' ...
-    """
-    for key, low in (("actors", 0), ("learners", 1), ("weight_sync_every", 1), ("max_lag", 0), ("queue", 0),
-                     ("actor_buffers", 1)):  # fmt: skip
-        value = al.get(key, low)
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ConfigError(f"config key 'actor_learner.{key}' must be an int >= {low}, got {value!r}")
-    for key in ("learner_threads", "actor_threads"):
-        value = al.get(key, "auto")
-        if isinstance(value, str) and value.isdigit():  # --set keeps the text of a key whose default is a string
-            value = int(value)
-        if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ConfigError(f"config key 'actor_learner.{key}' must be \"auto\" or an int >= 1, got {value!r}")
-    for key, allowed in (("lag_mode", LAG_MODES), ("on_actor_death", DEATH_POLICIES)):
-        if al.get(key, allowed[0]) not in allowed:
-            raise ConfigError(f"config key 'actor_learner.{key}' must be one of {list(allowed)}, got {al[key]!r}")
-    inference = al.get("inference", 0)
-    if inference not in (0, 1) or isinstance(inference, bool):
-        raise ConfigError(f"config key 'actor_learner.inference' must be 0 or 1 (inference ranks), got {inference!r}")
-    if inference and not al.get("actors", 0):
-        raise ConfigError(
-            "config key 'actor_learner.inference' is 1 but the run has no actors (actor_learner.actors=0): "
-            "train with --actors N, or set it 0"
-        )
-    if al.get("actors", 0) and al.get("actors", 0) < al.get("learners", 1):
-        raise ConfigError(
-            f"actor_learner.actors={al['actors']} < actor_learner.learners={al['learners']}: every learner needs "
-            "at least one actor"
-        )
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ def default_threads(
     RL networks on vectors are small: extra intra-op threads only add synchronization, and on a busy machine
     they spin against other processes (measured: a 1-process CartPole PPO run 9x slower with 2 threads on a
     loaded 2-core machine). A Nature-CNN's convolutions do use them (Pong PPO on 2 cores, 1 process: +46-54 %
-    env steps/s with 2 threads, docs/benchmarks.md section 8).
+    env steps/s with 2 threads, docs/results/actors_and_learners.md).
     """
     asked = os.environ.get("OMP_NUM_THREADS", "")
     if image_threads is not None and os.environ.get(OMP_DEFAULTED_ENV) == "1":

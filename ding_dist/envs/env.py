@@ -23,7 +23,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from easydict import EasyDict
 from gymnasium.vector import AutoresetMode
 
 from ding_dist.envs.atari import EPISODE_STATS_KEY, is_atari_id, register_ale, wrap_atari
@@ -33,7 +32,6 @@ from ding_dist.envs.restarting import RestartingVectorEnv, async_in_workers
 from ding_dist.envs.seeding import env_seeds
 
 __all__ = [
-    "env_default_config",
     "make_env",
     "make_vec_env",
     "env_seeds",
@@ -52,54 +50,6 @@ ENV_MANAGERS = {"sync": "sync", "async": "async", "base": "sync", "subprocess": 
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def env_default_config() -> EasyDict:
-    """Defaults of the ``env`` config section.
-
-    Keys: ``id`` (gymnasium id, ``"module:Id"`` imports ``module`` first), ``entry_point``
-    (optional ``"module:callable"`` returning an env, gymnasium or old-gym style; overrides ``id``
-    for construction), ``env_kwargs`` (passed to the constructor), ``max_episode_steps`` (None: the
-    env's own limit), ``collector_env_num`` (training envs of the whole run, split over the ranks that collect, so
-    every env's rollout keeps its length on any number of processes) / ``evaluator_env_num`` (rank 0's),
-    ``n_evaluator_episode`` (episodes per evaluation), ``stop_value`` (stop when the evaluation mean
-    return reaches it; None: never), ``atari`` (None: the Atari preprocessing of
-    :mod:`ding_dist.envs.atari` for ale-py ids; False: off; a dict: its options, see
-    :func:`~ding_dist.envs.atari.atari_default_config`), ``step_cost_ms`` (busy work added to every step, in
-    milliseconds of CPU time: an env with a real step cost for benchmarks; 0: none), ``max_restarts`` /
-    ``restart_window_s`` (a collector env that raises in ``step``/``reset`` or whose worker process dies is
-    recreated and its episode dropped; more than ``max_restarts`` restarts of one env within ``restart_window_s``
-    seconds end the run with an error naming the env and its last exception; see
-    :mod:`ding_dist.envs.restarting`), ``sample_groups`` (double-buffered sampling: a rank's collector envs in this
-    many groups, and while one group steps the policy computes the next group's actions; with the async manager the
-    stepping runs in the env workers meanwhile; 1: one batch, no overlap; it must divide each rank's collector envs;
-    recurrent policies use one group; see :mod:`ding_dist.envs.grouped`), ``channels_first`` (a uint8 ``(H, W, C)``
-    image observation becomes ``(C, H, W)``, the layout the CNN encoder takes; e.g. CarRacing), ``reward_clip``
-    (``[low, high]``, either None for no bound: collector envs' rewards clipped into it, the logged episode returns
-    stay the true ones; None: no clipping).
-
-    Example::
-
-        cfg = env_default_config()
-        cfg.id = "CartPole-v1"
-    """
-    return EasyDict(
-        id=None,
-        entry_point=None,
-        env_kwargs={},
-        max_episode_steps=None,
-        collector_env_num=8,
-        evaluator_env_num=5,
-        n_evaluator_episode=5,
-        stop_value=None,
-        atari=None,
-        step_cost_ms=0.0,
-        max_restarts=5,
-        restart_window_s=300.0,
-        sample_groups=1,
-        channels_first=False,
-        reward_clip=None,
-    )
 
 
 def _import(module_name: str, what: str) -> Any:
@@ -369,6 +319,9 @@ def make_vec_env(
     restarting: bool | None = None,
 ) -> gym.vector.VectorEnv:
     """A gymnasium vector env of ``num_envs`` copies of the env in ``env_cfg``, SAME_STEP autoreset.
+
+    ``env_cfg`` is an ``env`` config section (its keys, defaults and meanings: ``ding_dist.config.sections.ENV_KEYS``,
+    or ``ding-dist config show``); a key left out takes its default.
 
     ``manager``: ``"sync"`` (``SyncVectorEnv``, all envs in this process), ``"async"``
     (``AsyncVectorEnv``, one subprocess per env, observations through shared memory) or ``"envpool"``

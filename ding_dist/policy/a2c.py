@@ -20,13 +20,12 @@ from collections.abc import Mapping
 
 import numpy as np
 import torch
-from easydict import EasyDict
 from torch import nn
 
 from ding_dist.comm import get_world_size
-from ding_dist.policy.base import Policy
 from ding_dist.policy.ppo import PPOPolicy
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["A2CPolicy"]
 
@@ -35,11 +34,7 @@ __all__ = ["A2CPolicy"]
 class A2CPolicy(PPOPolicy):
     """A2C for discrete (Categorical) or continuous (Gaussian) actions, vector or image observations (PPO's nets).
 
-    Config (``policy.*``, beyond the base keys): ``model.hidden_sizes``, ``model.activation``, ``model.log_std_init``,
-    ``model.obs_norm``; ``collect.n_sample`` (global rollout per iteration), ``collect.discount_factor``,
-    ``collect.gae_lambda``; ``learn.learning_rate``, ``learn.value_weight``, ``learn.entropy_weight``,
-    ``learn.adv_norm``, ``learn.grad_clip_norm`` (None: no clipping), ``learn.betas`` / ``learn.eps`` (Adam's).
-    DI-engine's defaults.
+    Config: the keys listed below (generated from ``keys``); DI-engine's defaults.
 
     Example::
 
@@ -52,19 +47,29 @@ class A2CPolicy(PPOPolicy):
     """
 
     on_policy = True
+    pbt_keys = ("learn.learning_rate", "learn.entropy_weight")
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = Policy.default_config()
-        cfg.model = EasyDict(
-            hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0, obs_norm=False, conv_channels=None
-        )
-        cfg.learn.update(learning_rate=1e-3, value_weight=0.5, entropy_weight=0.01, adv_norm=False, grad_clip_norm=0.5,
-                         betas=[0.9, 0.999], eps=1e-5)  # fmt: skip
-        cfg.learn.pop("batch_size")  # one step on the whole rollout
-        cfg.collect.update(n_sample=80, discount_factor=0.9, gae_lambda=0.95, preempt=False, preempt_fraction=0.6,
-                           preempt_min_share=0.25)  # fmt: skip
-        return cfg
+    keys = PPOPolicy.keys.plus(
+        Key("learn.learning_rate", 0.001),
+        Key("learn.entropy_weight", 0.01),
+        Key(
+            "learn.adv_norm", False, "normalize advantages with the statistics of the whole global rollout (all ranks)"
+        ),
+        Key(
+            "collect.n_sample",
+            80,
+            "env steps per iteration, the run's total (each rank: n_sample / N)",
+            reader="pipeline",
+        ),
+        Key("collect.discount_factor", 0.9),
+    ).minus(
+        "learn.batch_size",
+        "learn.epoch_per_collect",
+        "learn.clip_ratio",
+        "learn.value_clip_ratio",
+        "learn.lr_decay_collects",
+        "learn.lr_decay_min_factor",
+    )
 
     def learn(self, rollout: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """One A2C step on one rollout (fields ``[T, N, ...]`` plus ``last_obs`` ``[N, ...]``; optional

@@ -34,7 +34,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from easydict import EasyDict
 from torch import nn
 from torch.distributions import Categorical
 
@@ -44,6 +43,7 @@ from ding_dist.policy.encoders import is_image_space
 from ding_dist.policy.networks import trunk
 from ding_dist.policy.ppo_offpolicy import SampleRing
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["ACERPolicy", "retrace_targets", "trust_region_gradient"]
 
@@ -95,11 +95,8 @@ def _over_steps(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
 class ACERPolicy(Policy):
     """ACER for Discrete actions, vector or image observations: an actor, a Q critic, an average actor (trust region).
 
-    Config (``policy.*``, beyond the base keys): ``model.hidden_sizes``, ``model.activation``; ``learn.unroll_len``,
-    ``learn.update_per_collect``, ``learn.batch_size`` (chunks, global), ``learn.learning_rate_actor``,
-    ``learn.learning_rate_critic``, ``learn.entropy_weight``, ``learn.discount_factor``, ``learn.c_clip_ratio``,
-    ``learn.trust_region``, ``learn.trust_region_value``, ``learn.target_theta`` (the average actor's rate);
-    ``collect.n_sample``; ``other.replay_buffer.replay_buffer_size`` (chunks, global). DI-engine's defaults.
+    Config: the keys listed below (generated from ``keys``); ``learn.batch_size`` and
+    ``other.replay_buffer.replay_buffer_size`` count chunks of ``learn.unroll_len`` steps. DI-engine's defaults.
 
     Example::
 
@@ -114,27 +111,33 @@ class ACERPolicy(Policy):
     on_policy = True  # the pipeline hands it each rollout; the replay of chunks is its own
     _state_attrs = ("actor", "critic", "avg_actor", "actor_optimizer", "critic_optimizer")
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="relu", conv_channels=None)
-        cfg.learn.update(
-            unroll_len=32,
-            update_per_collect=4,
-            batch_size=16,
-            learning_rate_actor=5e-4,
-            learning_rate_critic=5e-4,
-            entropy_weight=1e-4,
-            discount_factor=0.9,
-            c_clip_ratio=10.0,
-            trust_region=True,
-            trust_region_value=1.0,
-            target_theta=0.01,
-        )
-        cfg.learn.pop("learning_rate")
-        cfg.collect.update(n_sample=512)
-        cfg.other.replay_buffer = EasyDict(replay_buffer_size=1000)
-        return cfg
+    keys = Policy.keys.plus(
+        Key("model.hidden_sizes", [64, 64], "hidden layer sizes of the network(s)", "sizes"),
+        Key("model.activation", "relu", "activation of the hidden layers"),
+        Key(
+            "model.conv_channels",
+            None,
+            "on images: the three convolutions' channels (None: the Nature CNN's 32, 64, 64)",
+        ),
+        Key("learn.batch_size", 16),
+        Key("learn.unroll_len", 32, "ACER: steps per replayed chunk (each env's rollout is cut into chunks of it)"),
+        Key("learn.update_per_collect", 4, "updates per collect.n_sample global env steps", ">= 1"),
+        Key("learn.learning_rate_actor", 0.0005, "Adam learning rate of the actor", "> 0"),
+        Key("learn.learning_rate_critic", 0.0005, "Adam learning rate of the critic(s)", "> 0"),
+        Key("learn.entropy_weight", 0.0001, "entropy bonus weight"),
+        Key("learn.discount_factor", 0.9, "ACER: gamma of the Retrace targets", "[0, 1]"),
+        Key("learn.c_clip_ratio", 10.0, "ACER: truncation c of the importance weights (bias correction beyond it)"),
+        Key("learn.trust_region", True, "ACER: project the actor's gradient against the average policy (trust region)"),
+        Key("learn.trust_region_value", 1.0, "ACER: the trust region's delta"),
+        Key("learn.target_theta", 0.01, "soft target update rate per update (None: hard copies)", "(0, 1] or None"),
+        Key("collect.n_sample", 512),
+        Key(
+            "other.replay_buffer.replay_buffer_size",
+            1000,
+            "replay capacity, the run's total (each rank keeps size / N)",
+            ">= 1",
+        ),
+    ).minus("learn.learning_rate")
 
     def __init__(
         self,

@@ -53,6 +53,7 @@ from torch import nn
 
 from ding_dist.comm import get_world_size, resolve_device
 from ding_dist.sync import distribute, get_algorithm
+from ding_dist.utils.keys import Key, KeySet
 from ding_dist.utils.plan import Plan
 
 __all__ = [
@@ -123,41 +124,82 @@ class Policy(abc.ABC):
     on_policy: ClassVar[bool] = False
     #: Attribute names of the modules/optimizers saved by ``state_dict`` (raw modules, not wrapped ones).
     _state_attrs: ClassVar[tuple[str, ...]] = ("model", "optimizer")
-    #: One-line meanings of this policy's own config keys (relative to ``policy.``, e.g. ``"learn.kappa"``), which
-    #: ``ding-dist config show`` prints; they win over the shared ones of ``ding_dist/config/describe.py``.
-    key_meanings: ClassVar[dict[str, str]] = {}
+    #: Every ``policy.*`` key this policy (or the pipeline running it) reads, declared once: default, meaning, value
+    #: rule (:class:`~ding_dist.utils.keys.Key`). :meth:`default_config`, ``ding-dist config show``, the config's
+    #: range checks, docs/rl.md's tables and the class docstring's key list are generated from it; a subclass derives
+    #: its own with ``Parent.keys.plus(Key(...), ...)`` (and ``.minus("learn.x")``).
+    keys: ClassVar[KeySet] = KeySet(
+        Key(
+            "device",
+            "auto",
+            "'auto' (the rank's GPU when there is one, else CPU), 'cpu', 'cuda', 'cuda:N'",
+            "device",
+            reader="pipeline",
+        ),
+        Key("sync.algorithm", "gradient_allreduce", "gradient synchronization algorithm across ranks (docs/sync.md)"),
+        Key("sync.options", {}, "options of the synchronization algorithm"),
+        Key("model", {}, "network options (each policy defines its own keys)"),
+        Key(
+            "learn.batch_size",
+            64,
+            "batch per update, the run's total (each rank: batch_size / N)",
+            ">= 1",
+            reader="pipeline",
+        ),
+        Key("learn.learning_rate", 1e-3, "Adam learning rate", "> 0"),
+        Key("learn.compile", False, "torch.compile the trained networks (acting stays eager; on a CPU no faster)"),
+        Key(
+            "collect.n_sample",
+            64,
+            "env steps per iteration, the run's total (each rank: n_sample / N)",
+            ">= 1",
+            reader="pipeline",
+        ),
+        Key(
+            "eval.eval_freq",
+            2000,
+            "evaluate every this many global env steps (0: only at the end)",
+            ">= 0",
+            reader="pipeline",
+        ),
+        Key("other.log_freq", 1000, "write metrics every this many global env steps", ">= 0", reader="pipeline"),
+        Key(
+            "other.checkpoint.freq",
+            0,
+            "checkpoint every this many global env steps (0: off; always at the end)",
+            ">= 0",
+            reader="pipeline",
+        ),
+        Key(
+            "other.checkpoint.every_minutes",
+            10.0,
+            "checkpoint every this many minutes of wall time (0: off)",
+            "number >= 0",
+            reader="pipeline",
+        ),
+        Key("other.checkpoint.keep_last", 3, "checkpoints kept", ">= 1", reader="pipeline"),
+    )
+    #: Config keys (relative to ``policy.``) this policy reads anew at every update, so population-based training
+    #: may change them mid-run (:meth:`set_hyperparams`); ``pbt.hyperparams`` may name only these.
+    pbt_keys: ClassVar[tuple[str, ...]] = ()
+    #: The optimizer attributes whose learning rate a learning-rate key of :attr:`pbt_keys` sets.
+    pbt_optimizers: ClassVar[dict[str, tuple[str, ...]]] = {"learn.learning_rate": ("optimizer",)}
 
     @classmethod
     def default_config(cls) -> EasyDict:
-        """A fresh EasyDict of every ``policy.*`` key this policy reads, with defaults.
+        """A fresh EasyDict of every ``policy.*`` key this policy reads, with its default: :attr:`keys`' defaults.
 
-        The base holds the keys the pipelines read for every policy; subclasses extend it::
+        Example::
 
-            cfg = super().default_config()
-            cfg.learn.update(learning_rate=1e-3)
-
-        - ``device``: torch device of the networks: ``"auto"`` (default: the rank's GPU when the backend is
-          nccl or there is one process on a CUDA machine, else the CPU), ``"cpu"``, ``"cuda"`` (the rank's
-          GPU), ``"cuda:N"``; see :func:`ding_dist.comm.resolve_device`.
-        - ``collect.n_sample``: env steps collected per iteration, the run's total (each rank collects
-          ``plan.rank_n_sample``: :attr:`plan`).
-        - ``learn.batch_size``: the run's batch per update (each rank's share: ``plan.rank_batch``).
-        - ``sync.algorithm`` / ``sync.options``: how the ranks synchronize every trained network (any name
-          of :func:`ding_dist.available_algorithms`, e.g. ``bytegrad`` or ``local_sgd``, and its options).
-        - ``eval.eval_freq``: evaluate every this many global env steps (0: only at the end).
-        - ``other.log_freq``: write metrics every this many global env steps.
-        - ``other.checkpoint.freq`` (global env steps, 0: off), ``other.checkpoint.every_minutes`` (wall time,
-          0: off; default 10), ``other.checkpoint.keep_last``; a checkpoint is always written at the end.
+            DQNPolicy.default_config().learn.batch_size  # 64
         """
-        return EasyDict(
-            device="auto",
-            sync=dict(algorithm="gradient_allreduce", options={}),
-            model={},
-            learn=dict(batch_size=64, learning_rate=1e-3),
-            collect=dict(n_sample=64),
-            eval=dict(eval_freq=2000),
-            other=dict(log_freq=1000, checkpoint=dict(freq=0, every_minutes=10.0, keep_last=3)),
-        )
+        return cls.keys.defaults()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__doc__ and "keys" in cls.__dict__:  # the docstring lists the keys the class declares
+            head = "Config keys (``policy.*``) besides the shared ones of :class:`Policy` (``ding-dist config show``):"
+            cls.__doc__ = f"{cls.__doc__.rstrip()}\n\n    {head}\n\n{cls.keys.doc(skip=Policy.keys)}\n"
 
     def __init__(
         self,
@@ -166,7 +208,7 @@ class Policy(abc.ABC):
         action_space: gym.Space,
         device: str | torch.device = "cpu",
     ) -> None:
-        self.cfg = EasyDict(cfg)
+        self.cfg = type(cfg)(cfg) if isinstance(cfg, EasyDict) else EasyDict(cfg)  # a copy, of the caller's kind
         self.obs_space = obs_space
         self.action_space = action_space
         self.device = resolve_device(device)
@@ -269,6 +311,29 @@ class Policy(abc.ABC):
             else:
                 target.load_state_dict(state[name])
         self.train_iter = int(state["train_iter"])
+
+    def set_hyperparams(self, values: Mapping[str, float]) -> None:
+        """Change keys of :attr:`pbt_keys` mid-run: each is set in the policy's config (read anew at every update),
+        and a learning rate in the optimizers :attr:`pbt_optimizers` names too. A key outside :attr:`pbt_keys`
+        raises ``ValueError`` naming it.
+
+        Example::
+
+            policy.set_hyperparams({"learn.learning_rate": 5e-4, "learn.entropy_weight": 0.01})  # PPO
+        """
+        for key, value in values.items():
+            if key not in self.pbt_keys:
+                raise ValueError(f"{type(self).__name__} cannot change {key!r} mid-run; it can change: "
+                                 f"{', '.join(self.pbt_keys) or 'none'}")  # fmt: skip
+            *path, name = key.split(".")
+            section = self.cfg
+            for part in path:
+                section = section[part]
+            section[name] = float(value)
+            for attr in self.pbt_optimizers.get(key, ()):
+                optimizer = getattr(self, attr, None)
+                for group in optimizer.param_groups if optimizer is not None else ():
+                    group["lr"] = float(value)
 
     def schedule_values(self, env_step: int) -> dict[str, float]:
         """The policy's schedules at global ``env_step`` for the logs (``{"train/epsilon": ...}`` for DQN); none

@@ -23,7 +23,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.base import mlp
@@ -31,6 +30,7 @@ from ding_dist.policy.continuous import BoxActions
 from ding_dist.policy.networks import trunk
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["BDQPolicy", "BranchingQNetwork"]
 
@@ -72,9 +72,7 @@ class BranchingQNetwork(nn.Module):
 class BDQPolicy(QLearningPolicy):
     """BDQ for Box action spaces with finite bounds.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's),
-    ``model.action_bins_per_branch`` (values per action dimension), ``model.head_layer_num`` (hidden layers of the
-    value stream and of each branch) and ``model.num_branches`` (None: the Box's size; else it must equal it).
+    Config: the keys listed below (generated from ``keys``): QLearningPolicy's (DQN's) and the branches'.
 
     Example::
 
@@ -87,11 +85,12 @@ class BDQPolicy(QLearningPolicy):
 
     algorithm = "BDQ"
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.model.update(hidden_sizes=[128, 128, 64], action_bins_per_branch=11, head_layer_num=3, num_branches=None)
-        return cfg
+    keys = QLearningPolicy.keys.plus(
+        Key("model.hidden_sizes", [128, 128, 64]),
+        Key("model.action_bins_per_branch", 11, "BDQ: values per action dimension, evenly spaced between its bounds"),
+        Key("model.head_layer_num", 3, "BDQ: hidden layers of the value stream and of each branch"),
+        Key("model.num_branches", None, "BDQ: action dimensions, one branch each (None: the Box's size)"),
+    )
 
     def count_actions(self, action_space: gym.Space) -> int:
         self.box = BoxActions(action_space, self.algorithm)

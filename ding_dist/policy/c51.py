@@ -18,12 +18,12 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-from easydict import EasyDict
 
 from ding_dist.policy.losses import categorical_projection
 from ding_dist.policy.networks import CategoricalQNetwork
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["C51Policy"]
 
@@ -32,8 +32,8 @@ __all__ = ["C51Policy"]
 class C51Policy(QLearningPolicy):
     """C51 for discrete actions.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's) and
-    ``model.n_atom``, ``model.v_min``, ``model.v_max`` (the support; DI-engine's defaults 51, -10, 10).
+    Config: the keys listed below (generated from ``keys``): QLearningPolicy's (DQN's) and the support's (DI-engine's
+    51, -10, 10).
 
     Example::
 
@@ -47,11 +47,11 @@ class C51Policy(QLearningPolicy):
 
     algorithm = "C51"
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.model.update(n_atom=51, v_min=-10.0, v_max=10.0)
-        return cfg
+    keys = QLearningPolicy.keys.plus(
+        Key("model.n_atom", 51, "C51, Rainbow: atoms of the value distribution's support"),
+        Key("model.v_min", -10.0, "C51, Rainbow: the smallest atom of the support"),
+        Key("model.v_max", 10.0, "C51, Rainbow: the largest atom of the support"),
+    )
 
     def __init__(
         self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"

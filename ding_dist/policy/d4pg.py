@@ -27,13 +27,14 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.base import mlp, soft_update
 from ding_dist.policy.losses import categorical_projection
 from ding_dist.policy.registry import register_policy
+from ding_dist.policy.replay_keys import prioritized_keys
 from ding_dist.policy.td3 import TD3Policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["D4PGPolicy", "DistributionalCritic"]
 
@@ -78,10 +79,8 @@ class DistributionalCritic(nn.Module):
 class D4PGPolicy(TD3Policy):
     """D4PG for Box action spaces with finite bounds.
 
-    Config (``policy.*``): TD3's keys (:class:`~ding_dist.policy.td3.TD3Policy`; ``model.twin_critic`` must stay
-    False: one distributional critic), ``model.n_atom``, ``model.v_min``, ``model.v_max`` (the support; DI-engine's
-    51, -10, 10), ``priority``, ``priority_IS_weight`` and ``other.replay_buffer.alpha``/``beta``/``anneal_step``
-    (prioritized replay, as DQN's).
+    Config: the keys listed below (generated from ``keys``): TD3's, the support's (DI-engine's 51, -10, 10) and
+    prioritized replay's, as DQN's.
 
     Example::
 
@@ -95,16 +94,16 @@ class D4PGPolicy(TD3Policy):
 
     algorithm = "D4PG"
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.nstep = 3
-        cfg.model.update(twin_critic=False, n_atom=51, v_min=-10.0, v_max=10.0)
-        cfg.learn.update(actor_update_freq=1, noise=False)
-        cfg.priority = True
-        cfg.priority_IS_weight = True
-        cfg.other.replay_buffer.update(alpha=0.6, beta=0.4, anneal_step=100000)
-        return cfg
+    keys = TD3Policy.keys.plus(
+        Key("model.twin_critic", False, "D4PG: one distributional critic (must stay False)", "in (False,)"),
+        Key("model.n_atom", 51, "D4PG: atoms of the critic's return distribution"),
+        Key("model.v_min", -10.0, "D4PG: the smallest atom of the critic's support"),
+        Key("model.v_max", 10.0, "D4PG: the largest atom of the critic's support"),
+        Key("learn.actor_update_freq", 1),
+        Key("learn.noise", False),
+        *prioritized_keys(True),
+        Key("nstep", 3),
+    )
 
     def __init__(
         self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"

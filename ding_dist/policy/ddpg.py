@@ -10,10 +10,9 @@ Gaussian noise here, as in DI-engine and the TD3 paper's DDPG baseline).
 
 from __future__ import annotations
 
-from easydict import EasyDict
-
 from ding_dist.policy.registry import register_policy
 from ding_dist.policy.td3 import TD3Policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["DDPGPolicy"]
 
@@ -35,10 +34,9 @@ class DDPGPolicy(TD3Policy):
 
     algorithm = "DDPG"
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.model.twin_critic = False
-        cfg.learn.update(actor_update_freq=1, noise=False)
-        cfg.other.replay_buffer.replay_buffer_size = 1_000_000
-        return cfg
+    keys = TD3Policy.keys.plus(
+        Key("model.twin_critic", False),
+        Key("learn.actor_update_freq", 1),
+        Key("learn.noise", False),
+        Key("other.replay_buffer.replay_buffer_size", 1000000),
+    )

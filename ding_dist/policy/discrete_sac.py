@@ -31,7 +31,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
-from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.base import Policy, soft_update
@@ -40,7 +39,9 @@ from ding_dist.policy.exploration import epsilon_schedule
 from ding_dist.policy.networks import EnsembleMLP, stack_member_state, trunk
 from ding_dist.policy.q_learning import discrete_actions
 from ding_dist.policy.registry import register_policy
+from ding_dist.policy.replay_keys import replay_keys
 from ding_dist.policy.sac import LogAlpha, stack_twin_checkpoint
+from ding_dist.utils.keys import Key
 
 __all__ = ["CategoricalActor", "DiscreteSACPolicy", "TwinQValues", "discrete_policy_loss", "expected_soft_value"]
 
@@ -147,13 +148,8 @@ def discrete_policy_loss(logits: torch.Tensor, q: torch.Tensor, alpha: float | t
 class DiscreteSACPolicy(Policy):
     """Soft actor-critic for Discrete action spaces.
 
-    Config (``policy.*``, beyond the base keys): ``discount_factor``, ``nstep``; ``model.actor_hidden_sizes``,
-    ``model.critic_hidden_sizes``, ``model.activation``; ``learn.learning_rate_policy`` / ``learning_rate_q`` /
-    ``learning_rate_alpha`` (Adam), ``learn.update_per_collect``, ``learn.learning_starts`` (global env steps of
-    uniformly random actions before the first update), ``learn.target_theta`` (Polyak rate of the target critics),
-    ``learn.alpha`` (initial or fixed temperature), ``learn.auto_alpha``, ``learn.target_entropy`` (None:
-    ``-n_actions``, DI-engine's default), ``learn.grad_clip_norm`` (None: no clipping); ``other.eps`` (uniformly
-    random actions mixed into the sampled ones; the default: none); ``other.replay_buffer``.
+    Config: the keys listed below (generated from ``keys``); ``learn.learning_starts`` global env steps act uniformly at
+    random, and ``other.eps`` mixes uniformly random actions into the sampled ones (the default: none).
 
     Example::
 
@@ -176,30 +172,29 @@ class DiscreteSACPolicy(Policy):
         "alpha_optimizer",
     )
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.discount_factor = 0.99
-        cfg.nstep = 1
-        cfg.model = EasyDict(actor_hidden_sizes=[64, 64], critic_hidden_sizes=[64, 64], activation="relu")
-        cfg.learn.pop("learning_rate")  # three optimizers, three rates
-        cfg.learn.update(
-            batch_size=64,
-            learning_rate_policy=3e-4,
-            learning_rate_q=3e-4,
-            learning_rate_alpha=3e-4,
-            update_per_collect=1,
-            learning_starts=1000,
-            target_theta=0.005,
-            alpha=0.2,
-            auto_alpha=True,
-            target_entropy=None,
-            grad_clip_norm=None,
-        )
-        cfg.collect.n_sample = 8
-        cfg.other.eps = EasyDict(type="linear", start=0.0, end=0.0, decay=1)
-        cfg.other.replay_buffer = EasyDict(replay_buffer_size=100000, save_in_checkpoint=False)
-        return cfg
+    keys = Policy.keys.plus(
+        Key("model.actor_hidden_sizes", [64, 64], "hidden layer sizes of the actor", "sizes"),
+        Key("model.critic_hidden_sizes", [64, 64], "hidden layer sizes of each Q critic", "sizes"),
+        Key("model.activation", "relu", "activation of the hidden layers"),
+        Key("learn.learning_rate_policy", 0.0003, "Adam learning rate of the actor", "> 0"),
+        Key("learn.learning_rate_q", 0.0003, "Adam learning rate of the critics", "> 0"),
+        Key("learn.learning_rate_alpha", 0.0003, "Adam learning rate of the entropy temperature", "> 0"),
+        Key("learn.update_per_collect", 1, "updates per collect.n_sample global env steps", ">= 1", reader="pipeline"),
+        Key("learn.learning_starts", 1000, "global env steps before the first update", ">= 0"),
+        Key("learn.target_theta", 0.005, "soft target update rate per update (None: hard copies)", "(0, 1] or None"),
+        Key("learn.alpha", 0.2, "entropy temperature (initial value when auto_alpha)"),
+        Key("learn.auto_alpha", True, "tune alpha so the policy entropy tracks target_entropy"),
+        Key("learn.target_entropy", None, "entropy target of auto_alpha (None: -action dimensions)"),
+        Key("learn.grad_clip_norm", None, "gradient norm clip, applied after the sync (None: off)", "> 0 or None"),
+        Key("collect.n_sample", 8),
+        Key("other.eps.type", "linear", "epsilon-greedy schedule shape"),
+        Key("other.eps.start", 0.0, "epsilon at the first env step", "[0, 1]"),
+        Key("other.eps.end", 0.0, "epsilon after the decay", "[0, 1]"),
+        Key("other.eps.decay", 1, "global env steps of the decay", ">= 0"),
+        *replay_keys(100000),
+        Key("discount_factor", 0.99, "gamma", "[0, 1]"),
+        Key("nstep", 1, "n-step return length", ">= 1"),
+    ).minus("learn.learning_rate")
 
     def __init__(
         self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"

@@ -23,13 +23,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
-from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.base import mlp, obs_dim
 from ding_dist.policy.encoders import conv_encoder, is_conv_space, obs_tensor
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning, update_target
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["DQNPolicy", "QNetwork"]
 
@@ -87,23 +87,11 @@ class DQNPolicy(QLearningPolicy):
     """Double DQN for discrete actions: a :class:`~ding_dist.policy.q_learning.QLearningPolicy` with its own
     network (plain or dueling), the double-Q target and Ape-X's exploration ladder.
 
-    Config (``policy.*``, beyond the base keys): ``discount_factor``, ``nstep``;
-    ``model.hidden_sizes``, ``model.dueling``, ``model.activation``;
-    ``learn.update_per_collect`` (gradient steps per collect), ``learn.learning_starts`` (global env
-    steps before the first update), ``learn.target_update_freq`` (hard copy every K updates) or
-    ``learn.target_theta`` (soft update rate per update, used when set), ``learn.double``,
-    ``learn.loss`` (``"huber"``/``"mse"``), ``learn.grad_clip_norm`` (None: no clipping);
-    ``other.eps`` (``type``, ``start``, ``end``, ``decay`` in global env steps); ``other.eps_ladder``
-    (``enable``, ``base``, ``alpha``: with actors, ``--actors N``, actor ``i`` explores with the constant
-    :func:`apex_epsilon` instead of the schedule);
-    ``other.replay_buffer`` (``replay_buffer_size`` global, ``save_in_checkpoint``, ``frame_dedup``: None picks
-    :class:`~ding_dist.data.frame_replay.FrameReplayBuffer` for stacked uint8 frames, False never, True always;
-    ``alpha``, ``beta``, ``anneal_step``: the prioritized replay's exponents and beta's annealing in draws);
-    ``priority`` (sample by priority, return per-sample priorities), ``priority_IS_weight`` (weight each sample's
-    loss by its importance weight; needs ``priority``). With ``priority`` every rank keeps its own replay shard
-    with its own priorities and samples only from it (``batch_size / N`` per update, as uniform replay does);
-    with actors (Ape-X), each actor computes its transitions' first priorities (:meth:`initial_priority`) and
-    sends them with its chunks.
+    Config: the keys listed below (generated from ``keys``). With ``priority`` every rank keeps its own replay shard
+    with its own priorities (one prioritized replay over all shards: ``batch_size / N`` per rank and update); with
+    actors (Ape-X), each actor computes its transitions' first priorities (:meth:`initial_priority`) and sends them with
+    its chunks; with ``other.eps_ladder.enable`` actor ``i`` explores with the constant :func:`apex_epsilon` instead of
+    the schedule.
     Image observations (uint8 ``(C, H, W)``) get a Nature-CNN, 0/1 grids (MinAtar's ``(C, 10, 10)``) the MinAtar
     network, whose linear layer has ``model.hidden_sizes[0]`` units; the remaining hidden sizes follow it.
 
@@ -121,13 +109,11 @@ class DQNPolicy(QLearningPolicy):
 
     algorithm = "DQN"
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()  # QLearningPolicy's keys, plus DQN's own
-        cfg.model.dueling = False
-        cfg.learn.update(double=True, loss="huber")
-        cfg.other.eps_ladder = EasyDict(enable=False, base=0.4, alpha=7.0)
-        return cfg
+    keys = QLearningPolicy.keys.plus(
+        Key("model.dueling", False, "dueling Q-network head"),
+        Key("learn.double", True, "double DQN (online net picks, target net scores)"),
+        Key("learn.loss", "huber", "the TD loss: 'huber' or 'mse'", "in ('huber', 'mse')"),
+    )
 
     def __init__(
         self,

@@ -30,7 +30,6 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.base import mlp
@@ -38,6 +37,7 @@ from ding_dist.policy.losses import quantile_huber_loss
 from ding_dist.policy.networks import trunk
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["FQFNetwork", "FQFPolicy", "fraction_loss"]
 
@@ -115,10 +115,8 @@ def fraction_loss(tau: torch.Tensor, values_hat: torch.Tensor, values_inner: tor
 class FQFPolicy(QLearningPolicy):
     """FQF for discrete actions.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's; here
-    ``learn.learning_rate`` is the quantile network's), ``learn.learning_rate_fraction`` (the proposal network's),
-    ``learn.ent_coef`` (the proposal entropy's weight), ``learn.kappa`` (Huber threshold), ``model.num_quantiles``,
-    ``model.quantile_embedding_size`` and ``model.head_hidden_sizes`` (as IQN's).
+    Config: the keys listed below (generated from ``keys``): QLearningPolicy's (DQN's; ``learn.learning_rate`` is the
+    quantile network's) and the fraction proposal's.
 
     Example::
 
@@ -132,12 +130,20 @@ class FQFPolicy(QLearningPolicy):
 
     algorithm = "FQF"
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.model.update(num_quantiles=32, quantile_embedding_size=128, head_hidden_sizes=[128])
-        cfg.learn.update(learning_rate=5e-5, learning_rate_fraction=2.5e-9, ent_coef=0.0, kappa=1.0)
-        return cfg
+    keys = QLearningPolicy.keys.plus(
+        Key("model.num_quantiles", 32, "FQF: fractions proposed per state (their midpoints' quantile values)"),
+        Key("model.quantile_embedding_size", 128, "IQN: cosines cos(pi i tau) embedding each fraction"),
+        Key(
+            "model.head_hidden_sizes",
+            [128],
+            "IQN: hidden layer sizes after the product of features and fraction embedding",
+            "sizes",
+        ),
+        Key("learn.learning_rate", 5e-05, "FQF: Adam learning rate of the quantile network (trunk, embedding, head)"),
+        Key("learn.learning_rate_fraction", 2.5e-09, "FQF: Adam learning rate of the fraction proposal network", "> 0"),
+        Key("learn.ent_coef", 0.0, "FQF: weight of the proposal's entropy, subtracted from the fraction loss"),
+        Key("learn.kappa", 1.0, "threshold of the quantile Huber loss"),
+    )
 
     def __init__(
         self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"

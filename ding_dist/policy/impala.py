@@ -39,13 +39,13 @@ from collections.abc import Mapping
 
 import numpy as np
 import torch
-from easydict import EasyDict
 from torch import nn
 
 from ding_dist.comm import broadcast, comm_device, get_rank, get_world_size
 from ding_dist.policy.base import Policy
 from ding_dist.policy.ppo import PPOPolicy
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["IMPALAPolicy", "column_minibatches", "vtrace"]
 
@@ -111,13 +111,8 @@ def vtrace(
 class IMPALAPolicy(PPOPolicy):
     """Actor-critic with V-trace (discrete or continuous actions), for lagged actors.
 
-    Config (``policy.*``, beyond the base keys): ``model.hidden_sizes``, ``model.activation``,
-    ``model.log_std_init`` (PPO's network); ``collect.discount_factor``, ``collect.n_sample``;
-    ``learn.epoch_per_collect`` (passes over each rollout), ``learn.batch_size`` (global minibatch,
-    rounded down to whole env columns of every learner), ``learn.learning_rate``, ``learn.rho_bar`` and ``learn.c_bar``
-    (importance-weight truncation), ``learn.vtrace_lambda``, ``learn.value_weight``, ``learn.entropy_weight``,
-    ``learn.adv_norm`` (normalize with the global minibatch's statistics), ``learn.grad_clip_norm``. Vector or
-    uint8 image observations (PPO's networks; images need a Discrete action space).
+    Config: the keys listed below (generated from ``keys``). Vector or uint8 image observations (PPO's networks; images
+    need a Discrete action space); ``learn.batch_size`` is rounded down to whole env columns of every learner.
 
     Example::
 
@@ -129,25 +124,32 @@ class IMPALAPolicy(PPOPolicy):
     """
 
     on_policy = True
+    pbt_keys = ("learn.learning_rate", "learn.entropy_weight")  # PPO's but clip_ratio, which V-trace has not
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = Policy.default_config()
-        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0, conv_channels=None)
-        cfg.learn.update(
-            epoch_per_collect=1,
-            batch_size=256,
-            learning_rate=1e-3,
-            rho_bar=1.0,
-            c_bar=1.0,
-            vtrace_lambda=1.0,
-            value_weight=0.5,
-            entropy_weight=0.01,
-            adv_norm=False,
-            grad_clip_norm=0.5,
-        )
-        cfg.collect.update(n_sample=256, discount_factor=0.99)
-        return cfg
+    keys = Policy.keys.plus(
+        Key("model.hidden_sizes", [64, 64], "hidden layer sizes of the network(s)", "sizes"),
+        Key("model.activation", "tanh", "activation of the hidden layers"),
+        Key("model.log_std_init", 0.0, "initial Gaussian log-std for Box actions"),
+        Key("model.obs_norm", False, "normalize vector observations with running statistics synchronized across ranks"),
+        Key(
+            "model.conv_channels",
+            None,
+            "on images: the three convolutions' channels (None: the Nature CNN's 32, 64, 64)",
+        ),
+        Key("learn.batch_size", 256),
+        Key("learn.epoch_per_collect", 1, "epochs over each rollout", ">= 1"),
+        Key("learn.rho_bar", 1.0, "V-trace clip of the importance weights in the value targets"),
+        Key("learn.c_bar", 1.0, "V-trace clip of the trace coefficients"),
+        Key("learn.vtrace_lambda", 1.0, "V-trace lambda"),
+        Key("learn.value_weight", 0.5, "value loss weight"),
+        Key("learn.entropy_weight", 0.01, "entropy bonus weight"),
+        Key("learn.adv_norm", False, "normalize advantages with the statistics of the global minibatch (all ranks)"),
+        Key("learn.grad_clip_norm", 0.5, "gradient norm clip, applied after the sync (None: off)", "> 0 or None"),
+        Key("learn.betas", [0.9, 0.999], "Adam's betas"),
+        Key("learn.eps", 1e-05, "Adam's eps"),
+        Key("collect.n_sample", 256),
+        Key("collect.discount_factor", 0.99, "gamma of GAE", "[0, 1]"),
+    )
 
     def _forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The trained network on ``[T, columns, ...]`` observations: ``[T, columns]`` folded into the batch

@@ -22,7 +22,6 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-from easydict import EasyDict
 from torch import nn
 
 from ding_dist.comm import get_world_size
@@ -32,6 +31,7 @@ from ding_dist.policy.networks import trunk
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 from ding_dist.policy.registry import register_policy
 from ding_dist.policy.rng import global_rows, parameter_seed, step_generator
+from ding_dist.utils.keys import Key
 
 __all__ = ["IQNPolicy", "ImplicitQuantileNetwork"]
 
@@ -82,10 +82,8 @@ class ImplicitQuantileNetwork(nn.Module):
 class IQNPolicy(QLearningPolicy):
     """IQN for discrete actions.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's),
-    ``model.num_quantiles`` (fractions drawn per sample, for the prediction and for the target; DI-engine's 32),
-    ``model.quantile_embedding_size`` (128), ``model.head_hidden_sizes`` (hidden layers after the product) and
-    ``learn.kappa`` (the Huber threshold, 1).
+    Config: the keys listed below (generated from ``keys``): QLearningPolicy's (DQN's) and the quantile embedding's
+    (DI-engine's defaults).
 
     Example::
 
@@ -99,12 +97,17 @@ class IQNPolicy(QLearningPolicy):
 
     algorithm = "IQN"
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.model.update(num_quantiles=32, quantile_embedding_size=128, head_hidden_sizes=[128])
-        cfg.learn.kappa = 1.0
-        return cfg
+    keys = QLearningPolicy.keys.plus(
+        Key("model.num_quantiles", 32, "IQN: fractions drawn per sample for the prediction and for the target"),
+        Key("model.quantile_embedding_size", 128, "IQN: cosines cos(pi i tau) embedding each fraction"),
+        Key(
+            "model.head_hidden_sizes",
+            [128],
+            "IQN: hidden layer sizes after the product of features and fraction embedding",
+            "sizes",
+        ),
+        Key("learn.kappa", 1.0, "threshold of the quantile Huber loss"),
+    )
 
     def __init__(
         self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"

@@ -20,11 +20,11 @@ from typing import Any
 import gymnasium as gym
 import torch
 import torch.nn.functional as F
-from easydict import EasyDict
 
 from ding_dist.policy.networks import AtomQNetwork
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["MDQNPolicy", "munchausen_target"]
 
@@ -64,8 +64,8 @@ def munchausen_target(
 class MDQNPolicy(QLearningPolicy):
     """Munchausen DQN for discrete actions.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's),
-    ``model.dueling`` (default True), and DI-engine's ``entropy_tau`` (0.03) and ``m_alpha`` (0.9).
+    Config: the keys listed below (generated from ``keys``): QLearningPolicy's (DQN's) and DI-engine's ``entropy_tau``
+    and ``m_alpha``.
 
     Example::
 
@@ -78,13 +78,11 @@ class MDQNPolicy(QLearningPolicy):
 
     algorithm = "Munchausen DQN"
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.model.dueling = True
-        cfg.entropy_tau = 0.03
-        cfg.m_alpha = 0.9
-        return cfg
+    keys = QLearningPolicy.keys.plus(
+        Key("model.dueling", True, "dueling Q-network head"),
+        Key("entropy_tau", 0.03, "Munchausen DQN: temperature of the softmax policy of the Q-values"),
+        Key("m_alpha", 0.9, "Munchausen DQN: weight of the clipped tau * log pi(a|s) added to the reward"),
+    )
 
     def __init__(
         self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"

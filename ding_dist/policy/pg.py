@@ -32,13 +32,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from easydict import EasyDict
 from torch import nn
 from torch.distributions import Categorical, Normal
 
 from ding_dist.comm import allgather, comm_device, get_rank, get_world_size
 from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["PGPolicy", "PolicyNetwork", "episode_minibatches", "episode_returns"]
 
@@ -108,11 +108,8 @@ def episode_minibatches(total: int, batch_size: int | None, seed: int) -> list[n
 class PGPolicy(Policy):
     """REINFORCE for Discrete or Box action spaces (vector observations).
 
-    Config (``policy.*``, beyond the base keys): ``model.hidden_sizes``, ``model.activation``;
-    ``collect.n_episode`` (complete episodes per step, global), ``collect.n_sample`` (env steps per rollout, global),
-    ``collect.discount_factor``; ``learn.batch_size`` (global minibatch, None: one step on all samples),
-    ``learn.learning_rate``, ``learn.entropy_weight``, ``learn.grad_clip_norm``. DI-engine's defaults, but for
-    ``batch_size`` (DI-engine's 64; its files get it from the translator).
+    Config: the keys listed below (generated from ``keys``). DI-engine's defaults, but for ``learn.batch_size``
+    (DI-engine's 64; its files get it from the translator).
 
     Example::
 
@@ -126,14 +123,22 @@ class PGPolicy(Policy):
     on_policy = True
     _state_attrs = ("model", "optimizer")
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.model = EasyDict(hidden_sizes=[128, 128, 64, 64], activation="relu")
-        cfg.learn.update(learning_rate=1e-3, entropy_weight=0.01, grad_clip_norm=5.0)
-        cfg.learn.batch_size = None  # one step on every complete episode (DI-engine's files: its minibatches)
-        cfg.collect.update(n_episode=8, n_sample=128, discount_factor=0.99)
-        return cfg
+    keys = Policy.keys.plus(
+        Key("model.hidden_sizes", [128, 128, 64, 64], "hidden layer sizes of the network(s)", "sizes"),
+        Key("model.activation", "relu", "activation of the hidden layers"),
+        Key("learn.batch_size", None, "", ">= 1 or None"),
+        Key("learn.entropy_weight", 0.01, "entropy bonus weight"),
+        Key("learn.grad_clip_norm", 5.0, "gradient norm clip, applied after the sync (None: off)", "> 0 or None"),
+        Key("collect.n_sample", 128),
+        Key(
+            "collect.n_episode",
+            8,
+            "PG, PPO-PG: complete episodes per learn call, the run's total (each rank: n_episode / N; learned on all "
+            "of them)",
+            ">= 1",
+        ),
+        Key("collect.discount_factor", 0.99, "gamma of GAE", "[0, 1]"),
+    )
 
     def __init__(
         self,

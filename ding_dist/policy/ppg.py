@@ -32,7 +32,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from easydict import EasyDict
 from torch import nn
 from torch.distributions import Categorical
 
@@ -43,6 +42,7 @@ from ding_dist.policy.networks import features
 from ding_dist.policy.ppo import clipped_surrogate
 from ding_dist.policy.ppo_offpolicy import PPOOffPolicy, SampleRing
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["PPGNetwork", "PPGOffPolicy", "PolicyNetwork", "clipped_value_loss"]
 
@@ -131,12 +131,8 @@ class PPGNetwork(nn.Module):
 class PPGOffPolicy(PPOOffPolicy):
     """PPG with off-policy PPO's collection: a policy phase on replayed batches and a periodic auxiliary phase.
 
-    Config (``policy.*``, beyond the base keys): ``model.hidden_sizes``, ``model.activation``;
-    ``learn.update_per_collect``, ``learn.batch_size`` (global), ``learn.learning_rate`` (both networks),
-    ``learn.clip_ratio`` (policy ratio and value clip), ``learn.value_weight``, ``learn.entropy_weight``,
-    ``learn.adv_norm``, ``learn.aux_freq``, ``learn.aux_train_epoch``, ``learn.aux_bc_weight``,
-    ``learn.grad_clip_norm``; ``collect.n_sample``, ``collect.discount_factor``, ``collect.gae_lambda``;
-    ``other.replay_buffer.policy.replay_buffer_size``, ``other.replay_buffer.value.replay_buffer_size`` (global).
+    Config: the keys listed below (generated from ``keys``); ``learn.learning_rate`` trains both networks,
+    ``learn.clip_ratio`` clips the policy ratio and the value.
 
     Example::
 
@@ -149,27 +145,35 @@ class PPGOffPolicy(PPOOffPolicy):
 
     on_policy = True  # the pipeline hands it each rollout; the rings are its own
     _state_attrs = ("model", "optimizer", "value_optimizer")
+    pbt_optimizers = {"learn.learning_rate": ("optimizer", "value_optimizer")}  # both take learn.learning_rate
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = Policy.default_config()
-        cfg.model = EasyDict(hidden_sizes=[64, 64], activation="tanh", conv_channels=None)
-        cfg.learn.update(
-            update_per_collect=5,
-            batch_size=64,
-            learning_rate=1e-3,
-            clip_ratio=0.2,
-            value_weight=0.5,
-            entropy_weight=0.01,
-            adv_norm=False,
-            aux_freq=5,
-            aux_train_epoch=6,
-            aux_bc_weight=1.0,
-            grad_clip_norm=None,
-        )
-        cfg.collect.update(n_sample=128, discount_factor=0.99, gae_lambda=0.95)
-        cfg.other.replay_buffer = EasyDict(policy=dict(replay_buffer_size=1000), value=dict(replay_buffer_size=1000))
-        return cfg
+    keys = PPOOffPolicy.keys.plus(
+        Key("learn.aux_freq", 5, "PPG: an auxiliary phase after every this many policy-phase steps", ">= 0"),
+        Key(
+            "learn.aux_train_epoch", 6, "PPG: epochs of the auxiliary phase over the value batches kept since the last"
+        ),
+        Key("learn.aux_bc_weight", 1.0, "PPG: weight of KL(pi_old || pi) in the auxiliary phase's joint loss"),
+        Key("learn.grad_clip_norm", None),
+        Key(
+            "other.replay_buffer.policy.replay_buffer_size",
+            1000,
+            "PPG: policy ring capacity, the run's total (each rank: size / N)",
+            ">= 1",
+        ),
+        Key(
+            "other.replay_buffer.value.replay_buffer_size",
+            1000,
+            "PPG: value ring capacity, the run's total (each rank: size / N)",
+            ">= 1",
+        ),
+    ).minus(
+        "model.log_std_init",
+        "model.obs_norm",
+        "learn.value_clip_ratio",
+        "learn.betas",
+        "learn.eps",
+        "other.replay_buffer.replay_buffer_size",
+    )
 
     def __init__(
         self,

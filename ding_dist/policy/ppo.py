@@ -24,7 +24,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from easydict import EasyDict
 from torch import nn
 from torch.distributions import Categorical, Normal
 
@@ -33,6 +32,7 @@ from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
 from ding_dist.policy.encoders import NatureCNN, conv_encoder, is_conv_space, obs_tensor
 from ding_dist.policy.normalization import RunningObsNorm
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 from ding_dist.utils.plan import Plan
 
 __all__ = ["PPOPolicy", "ActorCritic", "ImageActorCritic", "clipped_surrogate", "compute_gae", "minibatch_plan"]
@@ -194,14 +194,7 @@ def minibatch_plan(plan: Plan, size: int, rank_samples: Sequence[int] | None) ->
 class PPOPolicy(Policy):
     """PPO for discrete (Categorical) or continuous (Gaussian) actions.
 
-    Config (``policy.*``, beyond the base keys): ``model.hidden_sizes``, ``model.activation``,
-    ``model.log_std_init``; ``collect.discount_factor``, ``collect.gae_lambda``, ``collect.n_sample``
-    (global rollout length per iteration, all envs and ranks); ``learn.epoch_per_collect``,
-    ``learn.batch_size`` (global minibatch), ``learn.learning_rate``, ``learn.clip_ratio``,
-    ``learn.value_clip_ratio`` (None: no value clipping), ``learn.value_weight``,
-    ``learn.entropy_weight``, ``learn.adv_norm``, ``learn.grad_clip_norm`` (None: no clipping);
-    ``collect.preempt`` (DD-PPO's preemption of straggling ranks, off by default),
-    ``collect.preempt_fraction``, ``collect.preempt_min_share``.
+    Config: the keys listed below (generated from ``keys``).
 
     Example::
 
@@ -216,35 +209,64 @@ class PPOPolicy(Policy):
 
     on_policy = True
     _state_attrs = ("model", "optimizer")
+    pbt_keys = ("learn.learning_rate", "learn.entropy_weight", "learn.clip_ratio")
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.model = EasyDict(
-            hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0, obs_norm=False, conv_channels=None
-        )
-        cfg.learn.update(
-            epoch_per_collect=10,
-            batch_size=64,
-            learning_rate=3e-4,
-            clip_ratio=0.2,
-            value_clip_ratio=None,
-            value_weight=0.5,
-            entropy_weight=0.0,
-            adv_norm=True,
-            grad_clip_norm=0.5,
-            lr_decay_collects=None,
-            lr_decay_min_factor=0.0,
-        )
-        cfg.collect.update(
-            n_sample=2048,
-            discount_factor=0.99,
-            gae_lambda=0.95,
-            preempt=False,
-            preempt_fraction=0.6,
-            preempt_min_share=0.25,
-        )
-        return cfg
+    keys = Policy.keys.plus(
+        Key("model.hidden_sizes", [64, 64], "hidden layer sizes of the network(s)", "sizes"),
+        Key("model.activation", "tanh", "activation of the hidden layers"),
+        Key("model.log_std_init", 0.0, "initial Gaussian log-std for Box actions"),
+        Key("model.obs_norm", False, "normalize vector observations with running statistics synchronized across ranks"),
+        Key(
+            "model.conv_channels",
+            None,
+            "on images: the three convolutions' channels (None: the Nature CNN's 32, 64, 64)",
+        ),
+        Key(
+            "learn.batch_size",
+            64,
+            "minibatch, the run's total (each rank: batch_size / N; the ragged tail of a shuffled rollout is dropped)",
+        ),
+        Key("learn.learning_rate", 0.0003),
+        Key("learn.epoch_per_collect", 10, "epochs over each rollout", ">= 1"),
+        Key("learn.clip_ratio", 0.2, "policy ratio clip", "> 0"),
+        Key("learn.value_clip_ratio", None, "value clip (None: off)", "> 0 or None"),
+        Key("learn.value_weight", 0.5, "value loss weight"),
+        Key("learn.entropy_weight", 0.0, "entropy bonus weight"),
+        Key("learn.adv_norm", True, "normalize advantages with the statistics of the global minibatch (all ranks)"),
+        Key("learn.grad_clip_norm", 0.5, "gradient norm clip, applied after the sync (None: off)", "> 0 or None"),
+        Key(
+            "learn.lr_decay_collects",
+            None,
+            "linear learning-rate decay over this many collects, then lr_decay_min_factor x learning_rate "
+            "(None: constant)",
+        ),
+        Key("learn.lr_decay_min_factor", 0.0, "the learning rate's final factor with lr_decay_collects"),
+        Key("learn.betas", [0.9, 0.999], "Adam's betas"),
+        Key("learn.eps", 1e-05, "Adam's eps"),
+        Key("collect.n_sample", 2048, "rollout length per iteration, the run's total (each rank: n_sample / N)"),
+        Key("collect.discount_factor", 0.99, "gamma of GAE", "[0, 1]"),
+        Key("collect.gae_lambda", 0.95, "lambda of GAE", "[0, 1]"),
+        Key(
+            "collect.preempt",
+            False,
+            "DD-PPO's straggler preemption: ranks slower than the others cut their rollout short",
+            reader="pipeline",
+        ),
+        Key(
+            "collect.preempt_fraction",
+            0.6,
+            "preempt once this fraction of the ranks finished a rollout (finished >= f N)",
+            "(0, 1]",
+            reader="pipeline",
+        ),
+        Key(
+            "collect.preempt_min_share",
+            0.25,
+            "a preempted rank still collects at least this share of its rollout",
+            "(0, 1]",
+            reader="pipeline",
+        ),
+    )
 
     def __init__(
         self,

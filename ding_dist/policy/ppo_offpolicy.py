@@ -26,13 +26,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from easydict import EasyDict
 from torch import nn
 
 from ding_dist.comm import get_world_size
-from ding_dist.policy.base import Policy
 from ding_dist.policy.ppo import PPOPolicy, clipped_surrogate
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["PPOOffPolicy", "SampleRing"]
 
@@ -90,11 +89,7 @@ class SampleRing:
 class PPOOffPolicy(PPOPolicy):
     """PPO's network and acting; GAE at collection, clipped updates on replayed samples.
 
-    Config (``policy.*``, beyond PPO's model keys): ``learn.update_per_collect``, ``learn.batch_size`` (global),
-    ``learn.learning_rate``, ``learn.clip_ratio``, ``learn.value_clip_ratio`` (None: no value clip),
-    ``learn.value_weight``, ``learn.entropy_weight``, ``learn.adv_norm`` (over each global batch),
-    ``learn.grad_clip_norm``; ``collect.n_sample``, ``collect.discount_factor``, ``collect.gae_lambda``;
-    ``other.replay_buffer.replay_buffer_size`` (global). DI-engine's defaults.
+    Config: the keys listed below (generated from ``keys``). DI-engine's defaults.
 
     Example::
 
@@ -108,26 +103,28 @@ class PPOOffPolicy(PPOPolicy):
 
     on_policy = True  # the pipeline hands it each rollout; the replay of processed samples is its own
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = Policy.default_config()
-        cfg.model = EasyDict(
-            hidden_sizes=[64, 64], activation="tanh", log_std_init=0.0, obs_norm=False, conv_channels=None
-        )
-        cfg.learn.update(
-            update_per_collect=5,
-            batch_size=64,
-            learning_rate=1e-3,
-            clip_ratio=0.2,
-            value_clip_ratio=0.2,
-            value_weight=0.5,
-            entropy_weight=0.01,
-            adv_norm=False,
-            grad_clip_norm=0.5,
-        )
-        cfg.collect.update(n_sample=128, discount_factor=0.99, gae_lambda=0.95)
-        cfg.other.replay_buffer = EasyDict(replay_buffer_size=10000)
-        return cfg
+    keys = PPOPolicy.keys.plus(
+        Key("learn.batch_size", 64, "batch per update, the run's total (each rank: batch_size / N)"),
+        Key("learn.learning_rate", 0.001),
+        Key("learn.update_per_collect", 5, "updates per collect.n_sample global env steps", ">= 1"),
+        Key("learn.value_clip_ratio", 0.2),
+        Key("learn.entropy_weight", 0.01),
+        Key("learn.adv_norm", False),
+        Key("collect.n_sample", 128, "env steps per iteration, the run's total (each rank: n_sample / N)"),
+        Key(
+            "other.replay_buffer.replay_buffer_size",
+            10000,
+            "replay capacity, the run's total (each rank keeps size / N)",
+            ">= 1",
+        ),
+    ).minus(
+        "learn.epoch_per_collect",
+        "learn.lr_decay_collects",
+        "learn.lr_decay_min_factor",
+        "collect.preempt",
+        "collect.preempt_fraction",
+        "collect.preempt_min_share",
+    )
 
     def __init__(
         self,

@@ -26,7 +26,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from easydict import EasyDict
 from torch import nn
 
 from ding_dist.comm import get_rank, get_world_size
@@ -34,6 +33,7 @@ from ding_dist.policy.base import obs_dim
 from ding_dist.policy.pg import PGPolicy
 from ding_dist.policy.ppo import clipped_surrogate, minibatch_plan
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["PPOPGPolicy"]
 
@@ -44,11 +44,7 @@ _STATS = ("loss", "policy_loss", "entropy", "approx_kl", "clip_frac", "return_me
 class PPOPGPolicy(PGPolicy):
     """PPO's clipped objective on Monte-Carlo returns of complete episodes, Discrete or Box actions (vector obs).
 
-    Config (``policy.*``, beyond the base keys): ``model.hidden_sizes``, ``model.activation``;
-    ``collect.n_episode`` (complete episodes per update, global), ``collect.n_sample`` (env steps per rollout,
-    global), ``collect.discount_factor``; ``learn.epoch_per_collect``, ``learn.batch_size`` (global minibatch),
-    ``learn.learning_rate``, ``learn.clip_ratio``, ``learn.entropy_weight``, ``learn.grad_clip_norm`` (None: no
-    clipping), ``learn.ppo_param_init``. DI-engine's defaults.
+    Config: the keys listed below (generated from ``keys``). DI-engine's defaults.
 
     Example::
 
@@ -62,20 +58,19 @@ class PPOPGPolicy(PGPolicy):
     on_policy = True
     step_fields = ("logp",)
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.learn.update(
-            epoch_per_collect=10,
-            batch_size=64,
-            learning_rate=3e-4,
-            clip_ratio=0.2,
-            entropy_weight=0.0,
-            grad_clip_norm=0.5,
-            ppo_param_init=True,
-        )
-        cfg.collect.update(n_episode=8, n_sample=128, discount_factor=0.99)
-        return cfg
+    keys = PGPolicy.keys.plus(
+        Key("learn.batch_size", 64, "", ">= 1"),
+        Key("learn.learning_rate", 0.0003),
+        Key("learn.entropy_weight", 0.0),
+        Key("learn.grad_clip_norm", 0.5),
+        Key("learn.epoch_per_collect", 10, "epochs over each rollout", ">= 1"),
+        Key("learn.clip_ratio", 0.2, "policy ratio clip", "> 0"),
+        Key(
+            "learn.ppo_param_init",
+            True,
+            "PPO-PG: orthogonal initial weights and zero biases (DI-engine's ppo_param_init)",
+        ),
+    )
 
     def __init__(
         self,

@@ -20,12 +20,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.base import Policy, action_info, hard_update, soft_update
 from ding_dist.policy.encoders import obs_tensor
 from ding_dist.policy.exploration import apex_epsilon, epsilon_schedule
+from ding_dist.policy.replay_keys import prioritized_keys, replay_keys
+from ding_dist.utils.keys import Key
 
 __all__ = ["QLearningPolicy", "discrete_actions", "init_q_learning", "update_target"]
 
@@ -34,14 +35,11 @@ class QLearningPolicy(Policy):
     """The shared half of an epsilon-greedy Q-learner; a subclass builds ``self.model`` (whose ``forward(obs)``
     gives Q-values ``[batch, actions]``) with :func:`init_q_learning` and writes ``learn``.
 
-    Config (``policy.*``, as :class:`~ding_dist.policy.dqn.DQNPolicy`): ``discount_factor``, ``nstep``;
-    ``model.hidden_sizes``, ``model.activation``; ``learn.update_per_collect``, ``learn.learning_starts``,
-    ``learn.target_update_freq`` or ``learn.target_theta``, ``learn.grad_clip_norm``; ``other.eps``;
-    ``other.replay_buffer``; prioritized replay as DQN's: ``priority`` (the replay samples by priority and
-    :meth:`apply_loss` returns each sample's loss as its new priority), ``priority_IS_weight`` (the batch's
-    importance weights multiply the per-sample loss), ``other.replay_buffer.alpha``/``beta``/``anneal_step``. The
-    replay gives ``reward`` (the n-step sum) and ``discount`` (``gamma**n``, 0 after a termination), so no loss here
-    needs ``gamma`` or ``nstep`` itself.
+    Config: the keys listed below (generated from ``keys``) (in a subclass). Prioritized replay as DQN's: with
+    ``priority`` the replay samples by priority and :meth:`apply_loss` returns each sample's loss as its new priority;
+    with ``priority_IS_weight`` the batch's importance weights multiply the per-sample loss. The replay gives ``reward``
+    (the n-step sum) and ``discount`` (``gamma**n``, 0 after a termination), so no loss here needs ``gamma`` or
+    ``nstep`` itself.
 
     Example::
 
@@ -59,38 +57,41 @@ class QLearningPolicy(Policy):
     """
 
     on_policy = False
+    pbt_keys = ("learn.learning_rate",)
     _state_attrs = ("model", "target_model", "optimizer")
     #: The algorithm's name in error messages.
     algorithm = "Q-learning"
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.discount_factor = 0.99
-        cfg.nstep = 1
-        cfg.model = EasyDict(hidden_sizes=[128, 128], activation="relu", conv_channels=None)
-        cfg.learn.update(
-            batch_size=64,
-            learning_rate=1e-3,
-            update_per_collect=1,
-            learning_starts=1000,
-            target_update_freq=100,
-            target_theta=None,
-            grad_clip_norm=10.0,
-        )
-        cfg.collect.n_sample = 8
-        cfg.other.eps = EasyDict(type="linear", start=1.0, end=0.05, decay=10000)
-        cfg.priority = False
-        cfg.priority_IS_weight = False
-        cfg.other.replay_buffer = EasyDict(
-            replay_buffer_size=100000,
-            save_in_checkpoint=False,
-            frame_dedup=None,
-            alpha=0.6,
-            beta=0.4,
-            anneal_step=100000,
-        )
-        return cfg
+    keys = Policy.keys.plus(
+        Key("model.hidden_sizes", [128, 128], "hidden layer sizes of the network(s)", "sizes"),
+        Key("model.activation", "relu", "activation of the hidden layers"),
+        Key(
+            "model.conv_channels",
+            None,
+            "on images: the three convolutions' channels (None: the Nature CNN's 32, 64, 64)",
+        ),
+        Key("learn.update_per_collect", 1, "updates per collect.n_sample global env steps", ">= 1", reader="pipeline"),
+        Key("learn.learning_starts", 1000, "global env steps before the first update", ">= 0", reader="pipeline"),
+        Key("learn.target_update_freq", 100, "hard target copy every K updates (when target_theta is None)", ">= 1"),
+        Key("learn.target_theta", None, "soft target update rate per update (None: hard copies)", "(0, 1] or None"),
+        Key("learn.grad_clip_norm", 10.0, "gradient norm clip, applied after the sync (None: off)", "> 0 or None"),
+        Key("collect.n_sample", 8),
+        Key("other.eps.type", "linear", "epsilon-greedy schedule shape"),
+        Key("other.eps.start", 1.0, "epsilon at the first env step", "[0, 1]"),
+        Key("other.eps.end", 0.05, "epsilon after the decay", "[0, 1]"),
+        Key("other.eps.decay", 10000, "global env steps of the decay", ">= 0"),
+        *replay_keys(100000, priority=True),
+        *prioritized_keys(False),
+        Key(
+            "other.eps_ladder.enable",
+            False,
+            "Ape-X: actor i of N explores with base**(1 + alpha i / (N-1)), not the schedule",
+        ),
+        Key("other.eps_ladder.base", 0.4, "Ape-X: the base epsilon (actor 0's)", "[0, 1]"),
+        Key("other.eps_ladder.alpha", 7.0, "Ape-X: the ladder's exponent"),
+        Key("discount_factor", 0.99, "gamma", "[0, 1]"),
+        Key("nstep", 1, "n-step return length", ">= 1"),
+    )
 
     def __init__(
         self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"

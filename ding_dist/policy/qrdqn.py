@@ -17,12 +17,12 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-from easydict import EasyDict
 
 from ding_dist.policy.losses import quantile_huber_loss
 from ding_dist.policy.networks import AtomQNetwork
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["QRDQNPolicy"]
 
@@ -31,8 +31,8 @@ __all__ = ["QRDQNPolicy"]
 class QRDQNPolicy(QLearningPolicy):
     """QR-DQN for discrete actions.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's),
-    ``model.num_quantiles`` (DI-engine's default 32) and ``learn.kappa`` (the Huber threshold, 1).
+    Config: the keys listed below (generated from ``keys``): QLearningPolicy's (DQN's) and the quantiles' (DI-engine's
+    defaults).
 
     Example::
 
@@ -46,12 +46,10 @@ class QRDQNPolicy(QLearningPolicy):
 
     algorithm = "QR-DQN"
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.model.num_quantiles = 32
-        cfg.learn.kappa = 1.0
-        return cfg
+    keys = QLearningPolicy.keys.plus(
+        Key("model.num_quantiles", 32, "QR-DQN: quantiles per action, at the fractions (2i + 1) / (2N)"),
+        Key("learn.kappa", 1.0, "threshold of the quantile Huber loss"),
+    )
 
     def __init__(
         self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"

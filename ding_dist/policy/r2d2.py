@@ -30,7 +30,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
-from easydict import EasyDict
 from torch import nn
 
 from ding_dist.data.sequence_replay import sequence_priority
@@ -39,6 +38,7 @@ from ding_dist.policy.encoders import is_image_space, obs_tensor
 from ding_dist.policy.networks import features
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning, update_target
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["R2D2Policy", "RecurrentQNetwork", "inverse_value_rescale", "rescaled_n_step_target", "value_rescale"]
 
@@ -172,16 +172,9 @@ class RecurrentQNetwork(nn.Module):
 class R2D2Policy(QLearningPolicy):
     """R2D2: recurrent double DQN on replayed sequences, with burn-in, n-step rescaled targets and priorities.
 
-    Config (``policy.*``, beyond the base keys): ``discount_factor`` (0.997), ``nstep`` (5), ``priority`` /
-    ``priority_IS_weight`` (DI-engine's names: sample sequences by priority, weight their losses),
-    ``priority_eta`` (0.9), ``value_rescale_eps`` (1e-3); ``sequence`` (``seq_len`` steps per stored sequence
-    including the ``burnin`` prefix, consecutive sequences of an episode share ``overlap`` steps: 80/40/40 as in
-    the paper); ``model.hidden_sizes`` (encoder), ``model.lstm_size``, ``model.dueling``, ``model.activation``;
-    ``learn.batch_size`` (sequences), ``learn.update_per_collect``, ``learn.learning_starts`` (global env steps),
-    ``learn.target_update_freq`` or ``learn.target_theta``, ``learn.double``, ``learn.loss``
-    (``"mse"``/``"huber"``), ``learn.grad_clip_norm``; ``other.eps`` and ``other.eps_ladder`` as DQN's;
-    ``other.replay_buffer`` (``type`` must be ``"sequence"``, ``replay_buffer_size`` in steps, ``alpha``,
-    ``beta``, ``anneal_step``, ``save_in_checkpoint``).
+    Config: the keys listed below (generated from ``keys``) (the paper's values, DI-engine's names): sequences of
+    ``seq_len`` steps including the ``burnin`` prefix, consecutive ones of an episode sharing ``overlap`` steps
+    (80/40/40 as in the paper).
 
     Example::
 
@@ -202,36 +195,52 @@ class R2D2Policy(QLearningPolicy):
     #: The collect extras that hold the recurrent state at each step.
     state_keys = ("h", "c")
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()  # QLearningPolicy's keys, R2D2's values (the paper's, DI-engine's names)
-        cfg.discount_factor = 0.997
-        cfg.nstep = 5
-        cfg.priority = True
-        cfg.priority_IS_weight = True
-        cfg.priority_eta = 0.9
-        cfg.value_rescale_eps = 1e-3
-        cfg.sequence = EasyDict(seq_len=80, burnin=40, overlap=40)
-        cfg.model = EasyDict(hidden_sizes=[128, 128, 64], lstm_size=64, dueling=True, activation="relu",
-                             conv_channels=None)  # fmt: skip
-        cfg.learn.update(
-            batch_size=64,
-            learning_rate=1e-4,
-            update_per_collect=1,
-            learning_starts=1000,
-            target_update_freq=2500,
-            target_theta=None,
-            double=True,
-            loss="mse",
-            grad_clip_norm=40.0,
-        )
-        cfg.collect.n_sample = 64
-        cfg.other.eps = EasyDict(type="exp", start=0.95, end=0.05, decay=10000)
-        cfg.other.eps_ladder = EasyDict(enable=False, base=0.4, alpha=7.0)
-        cfg.other.replay_buffer = EasyDict(
-            type="sequence", replay_buffer_size=100000, save_in_checkpoint=False, alpha=0.9, beta=0.6, anneal_step=0
-        )
-        return cfg
+    keys = QLearningPolicy.keys.plus(
+        Key("model.hidden_sizes", [128, 128, 64]),
+        Key("model.lstm_size", 64, "R2D2: units of the LSTM between the encoder and the Q head"),
+        Key("model.dueling", True, "dueling Q-network head"),
+        Key("learn.batch_size", 64, "sequences per update, the run's total (each rank: batch_size / N)"),
+        Key("learn.learning_rate", 0.0001),
+        Key("learn.target_update_freq", 2500),
+        Key("learn.grad_clip_norm", 40.0),
+        Key("learn.double", True, "double DQN (online net picks, target net scores)"),
+        Key("learn.loss", "mse", "the TD loss: 'huber' or 'mse'", "in ('huber', 'mse')"),
+        Key("collect.n_sample", 64),
+        Key("other.eps.type", "exp"),
+        Key("other.eps.start", 0.95),
+        Key(
+            "other.replay_buffer.type",
+            "sequence",
+            "R2D2: 'sequence', the replay of sequences with their recurrent start states",
+        ),
+        Key(
+            "other.replay_buffer.replay_buffer_size",
+            100000,
+            "replay capacity in steps (seq_len each sequence), the run's total",
+        ),
+        Key("other.replay_buffer.alpha", 0.9),
+        Key("other.replay_buffer.beta", 0.6),
+        Key("other.replay_buffer.anneal_step", 0),
+        Key("discount_factor", 0.997),
+        Key("nstep", 5),
+        Key("priority", True),
+        Key("priority_IS_weight", True),
+        Key("priority_eta", 0.9, "R2D2: a sequence's priority is eta max|d| + (1 - eta) mean|d|", "[0, 1]"),
+        Key(
+            "value_rescale_eps",
+            0.001,
+            "R2D2: eps of the value rescaling h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x",
+            "> 0",
+        ),
+        Key("sequence.seq_len", 80, "R2D2: steps per replayed sequence, its burn-in prefix included", ">= 2"),
+        Key(
+            "sequence.burnin",
+            40,
+            "R2D2: first steps of a sequence that only rebuild the recurrent state (no gradient)",
+            ">= 0",
+        ),
+        Key("sequence.overlap", 40, "R2D2: steps consecutive sequences of an episode share", ">= 0"),
+    ).minus("other.replay_buffer.frame_dedup")
 
     @classmethod
     def recurrent_state_shapes(cls, cfg: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:

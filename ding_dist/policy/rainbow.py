@@ -19,13 +19,13 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-from easydict import EasyDict
 
 from ding_dist.policy.losses import categorical_projection
 from ding_dist.policy.networks import CategoricalQNetwork
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 from ding_dist.policy.registry import register_policy
 from ding_dist.policy.rng import parameter_seed, step_generator
+from ding_dist.utils.keys import Key
 
 __all__ = ["RainbowPolicy"]
 
@@ -34,10 +34,8 @@ __all__ = ["RainbowPolicy"]
 class RainbowPolicy(QLearningPolicy):
     """Rainbow for discrete actions.
 
-    Config (``policy.*``): C51's keys (``model.n_atom``, ``model.v_min``, ``model.v_max``), ``model.noisy_sigma0``
-    (the noisy layers' initial ``sigma * sqrt(in_features)``, 0.5) and the keys of
-    :class:`~ding_dist.policy.q_learning.QLearningPolicy`; ``nstep`` defaults to 3, ``priority`` and
-    ``priority_IS_weight`` to True.
+    Config: the keys listed below (generated from ``keys``): C51's, the noisy layers' and QLearningPolicy's; ``nstep``
+    defaults to 3, ``priority`` and ``priority_IS_weight`` to True.
 
     Example::
 
@@ -51,13 +49,19 @@ class RainbowPolicy(QLearningPolicy):
 
     algorithm = "Rainbow"
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.nstep = 3
-        cfg.update(priority=True, priority_IS_weight=True)  # DI-engine's Rainbow defaults
-        cfg.model.update(n_atom=51, v_min=-10.0, v_max=10.0, noisy_sigma0=0.5)
-        return cfg
+    keys = QLearningPolicy.keys.plus(
+        Key("model.n_atom", 51, "C51, Rainbow: atoms of the value distribution's support"),
+        Key("model.v_min", -10.0, "C51, Rainbow: the smallest atom of the support"),
+        Key("model.v_max", 10.0, "C51, Rainbow: the largest atom of the support"),
+        Key(
+            "model.noisy_sigma0",
+            0.5,
+            "Rainbow: initial noise scale of the noisy layers (sigma = sigma0 / sqrt(inputs))",
+        ),
+        Key("nstep", 3),
+        Key("priority", True),
+        Key("priority_IS_weight", True),
+    )
 
     def __init__(
         self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"

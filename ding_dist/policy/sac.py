@@ -32,13 +32,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
-from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.base import Policy, mlp, obs_dim, soft_update
 from ding_dist.policy.encoders import is_conv_space
 from ding_dist.policy.networks import EnsembleMLP, stack_member_state, stack_optimizer_state
 from ding_dist.policy.registry import register_policy
+from ding_dist.policy.replay_keys import replay_keys
+from ding_dist.utils.keys import Key
 
 __all__ = ["SACPolicy", "SquashedGaussianActor", "TwinQCritic", "LogAlpha", "squashed_sample", "stack_twin_checkpoint"]
 
@@ -170,17 +171,8 @@ def squashed_sample(
 class SACPolicy(Policy):
     """Soft actor-critic for Box action spaces with finite bounds.
 
-    Config (``policy.*``, beyond the base keys): ``discount_factor``, ``nstep``;
-    ``model.actor_hidden_sizes``, ``model.critic_hidden_sizes``, ``model.activation``,
-    ``model.log_std_min`` / ``model.log_std_max``;
-    ``learn.learning_rate_policy`` / ``learn.learning_rate_q`` / ``learn.learning_rate_alpha`` (Adam),
-    ``learn.update_per_collect`` (gradient steps per collect: with ``collect.n_sample`` it sets the
-    update-to-data ratio ``update_per_collect / n_sample``), ``learn.learning_starts`` (global env
-    steps collected with uniformly random actions before the first update), ``learn.target_theta``
-    (Polyak rate of the target critics per update), ``learn.alpha`` (initial or fixed temperature),
-    ``learn.auto_alpha`` (tune alpha), ``learn.target_entropy`` (None: ``-action_dim``),
-    ``learn.grad_clip_norm`` (None: no clipping);
-    ``other.replay_buffer`` (``replay_buffer_size`` global, ``save_in_checkpoint``).
+    Config: the keys listed below (generated from ``keys``); ``learn.update_per_collect / collect.n_sample`` is the
+    update-to-data ratio, and ``learn.learning_starts`` global env steps act uniformly at random.
 
     Example::
 
@@ -205,35 +197,27 @@ class SACPolicy(Policy):
         "alpha_optimizer",
     )
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.discount_factor = 0.99
-        cfg.nstep = 1
-        cfg.model = EasyDict(
-            actor_hidden_sizes=[256, 256],
-            critic_hidden_sizes=[256, 256],
-            activation="relu",
-            log_std_min=-5.0,
-            log_std_max=2.0,
-        )
-        cfg.learn.pop("learning_rate")  # three optimizers, three rates: a lone learning_rate would be ignored
-        cfg.learn.update(
-            batch_size=256,
-            learning_rate_policy=3e-4,
-            learning_rate_q=1e-3,
-            learning_rate_alpha=1e-3,
-            update_per_collect=64,
-            learning_starts=5000,
-            target_theta=0.005,
-            alpha=0.2,
-            auto_alpha=True,
-            target_entropy=None,
-            grad_clip_norm=None,
-        )
-        cfg.collect.n_sample = 64  # with update_per_collect=64: one update per env step
-        cfg.other.replay_buffer = EasyDict(replay_buffer_size=1_000_000, save_in_checkpoint=False)
-        return cfg
+    keys = Policy.keys.plus(
+        Key("model.actor_hidden_sizes", [256, 256], "hidden layer sizes of the actor", "sizes"),
+        Key("model.critic_hidden_sizes", [256, 256], "hidden layer sizes of each Q critic", "sizes"),
+        Key("model.activation", "relu", "activation of the hidden layers"),
+        Key("model.log_std_min", -5.0, "lower clamp of the actor's log-std"),
+        Key("model.log_std_max", 2.0, "upper clamp of the actor's log-std"),
+        Key("learn.batch_size", 256),
+        Key("learn.learning_rate_policy", 0.0003, "Adam learning rate of the actor", "> 0"),
+        Key("learn.learning_rate_q", 0.001, "Adam learning rate of the critics", "> 0"),
+        Key("learn.learning_rate_alpha", 0.001, "Adam learning rate of the entropy temperature", "> 0"),
+        Key("learn.update_per_collect", 64, "updates per collect.n_sample global env steps", ">= 1", reader="pipeline"),
+        Key("learn.learning_starts", 5000, "global env steps before the first update", ">= 0"),
+        Key("learn.target_theta", 0.005, "soft target update rate per update (None: hard copies)", "(0, 1] or None"),
+        Key("learn.alpha", 0.2, "entropy temperature (initial value when auto_alpha)"),
+        Key("learn.auto_alpha", True, "tune alpha so the policy entropy tracks target_entropy"),
+        Key("learn.target_entropy", None, "entropy target of auto_alpha (None: -action dimensions)"),
+        Key("learn.grad_clip_norm", None, "gradient norm clip, applied after the sync (None: off)", "> 0 or None"),
+        *replay_keys(1000000),
+        Key("discount_factor", 0.99, "gamma", "[0, 1]"),
+        Key("nstep", 1, "n-step return length", ">= 1"),
+    ).minus("learn.learning_rate")
 
     def __init__(
         self,

@@ -24,12 +24,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
-from easydict import EasyDict
 
 from ding_dist.policy.encoders import obs_tensor
 from ding_dist.policy.networks import AtomQNetwork
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 from ding_dist.policy.registry import register_policy
+from ding_dist.utils.keys import Key
 
 __all__ = ["SQLPolicy", "soft_value", "sql_target"]
 
@@ -60,8 +60,8 @@ def sql_target(next_q: torch.Tensor, reward: torch.Tensor, discount: torch.Tenso
 class SQLPolicy(QLearningPolicy):
     """Soft Q-learning for discrete actions.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's),
-    ``model.dueling`` (default True) and DI-engine's ``learn.alpha`` (the temperature, 0.1).
+    Config: the keys listed below (generated from ``keys``): QLearningPolicy's (DQN's), ``model.dueling`` and
+    DI-engine's ``learn.alpha``.
 
     Example::
 
@@ -74,12 +74,10 @@ class SQLPolicy(QLearningPolicy):
 
     algorithm = "SQL"
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.model.dueling = True
-        cfg.learn.alpha = 0.1
-        return cfg
+    keys = QLearningPolicy.keys.plus(
+        Key("model.dueling", True, "dueling Q-network head"),
+        Key("learn.alpha", 0.1, "entropy temperature (initial value when auto_alpha)"),
+    )
 
     def __init__(
         self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"

@@ -27,7 +27,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
-from easydict import EasyDict
 from torch import nn
 
 from ding_dist.policy.encoders import obs_tensor
@@ -35,6 +34,7 @@ from ding_dist.policy.networks import AtomQNetwork
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 from ding_dist.policy.registry import register_policy
 from ding_dist.policy.sac import LogAlpha
+from ding_dist.utils.keys import Key
 
 __all__ = ["SQNPolicy", "TwinQNetwork"]
 
@@ -70,10 +70,8 @@ class TwinQNetwork(nn.Module):
 class SQNPolicy(QLearningPolicy):
     """SQN for discrete actions.
 
-    Config (``policy.*``): the keys of :class:`~ding_dist.policy.q_learning.QLearningPolicy` (DQN's;
-    ``learn.learning_rate`` is the Q-networks' and ``learn.target_theta`` their Polyak rate), ``model.dueling``,
-    ``learn.alpha`` (the initial temperature), ``learn.learning_rate_alpha``, ``learn.target_entropy`` and
-    ``other.eps.decay`` (acting, above).
+    Config: the keys listed below (generated from ``keys``): QLearningPolicy's (DQN's; ``learn.learning_rate`` is the
+    Q-networks' and ``learn.target_theta`` their Polyak rate) and the temperature's.
 
     Example::
 
@@ -87,21 +85,20 @@ class SQNPolicy(QLearningPolicy):
     algorithm = "SQN"
     _state_attrs = ("model", "target_model", "optimizer", "log_alpha", "alpha_optimizer")
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.model.update(hidden_sizes=[64, 64], dueling=True)
-        cfg.learn.update(
-            update_per_collect=16,
-            target_theta=0.005,
-            alpha=0.2,
-            learning_rate_alpha=1e-3,
-            target_entropy=0.2,
-            grad_clip_norm=None,
-        )
-        cfg.collect.n_sample = 16
-        cfg.other.eps = EasyDict(decay=2000)
-        return cfg
+    keys = QLearningPolicy.keys.plus(
+        Key("model.hidden_sizes", [64, 64]),
+        Key("model.dueling", True, "dueling Q-network head"),
+        Key("learn.update_per_collect", 16),
+        Key("learn.target_theta", 0.005),
+        Key("learn.grad_clip_norm", None),
+        Key("learn.alpha", 0.2, "entropy temperature (initial value when auto_alpha)"),
+        Key("learn.learning_rate_alpha", 0.001, "Adam learning rate of the entropy temperature", "> 0"),
+        Key(
+            "learn.target_entropy", 0.2, "SQN: entropy target of the temperature (of the next state's Boltzmann policy)"
+        ),
+        Key("collect.n_sample", 16),
+        Key("other.eps.decay", 2000, "SQN: DI-engine's rule: uniform actions until decay - 1000 updates, then samples"),
+    ).minus("other.eps.type", "other.eps.start", "other.eps.end")
 
     def __init__(
         self, cfg: Mapping[str, Any], obs_space: gym.Space, action_space: gym.Space, device: str | torch.device = "cpu"

@@ -31,7 +31,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
-from easydict import EasyDict
 from torch import nn
 
 from ding_dist.comm import get_world_size
@@ -39,8 +38,10 @@ from ding_dist.policy.base import Policy, obs_dim, soft_update
 from ding_dist.policy.continuous import BoxActions, DeterministicActor, QCritic, gaussian_noise
 from ding_dist.policy.encoders import is_conv_space
 from ding_dist.policy.registry import register_policy
+from ding_dist.policy.replay_keys import replay_keys
 from ding_dist.policy.rng import global_rows, step_generator
 from ding_dist.policy.sac import TwinQCritic, stack_twin_checkpoint
+from ding_dist.utils.keys import Key
 
 __all__ = ["TD3Policy"]
 
@@ -50,13 +51,8 @@ class TD3Policy(Policy):
     """TD3 for Box action spaces with finite bounds (with ``model.twin_critic=False``, ``learn.noise=False`` and
     ``learn.actor_update_freq=1``: DDPG, see :class:`~ding_dist.policy.ddpg.DDPGPolicy`).
 
-    Config (``policy.*``, beyond the base keys): ``discount_factor``, ``nstep``; ``model.actor_hidden_sizes``,
-    ``model.critic_hidden_sizes``, ``model.activation``, ``model.twin_critic``; ``learn.learning_rate_actor`` /
-    ``learn.learning_rate_critic`` (Adam), ``learn.update_per_collect`` (updates per ``collect.n_sample`` global env
-    steps), ``learn.learning_starts`` (global env steps of uniform random actions before the first update),
-    ``learn.target_theta``, ``learn.actor_update_freq``, ``learn.noise``, ``learn.noise_sigma``,
-    ``learn.noise_range`` (``min``/``max``), ``learn.grad_clip_norm`` (None: no clipping); ``collect.noise_sigma``;
-    ``other.replay_buffer`` (``replay_buffer_size`` global, ``save_in_checkpoint``).
+    Config: the keys listed below (generated from ``keys``); ``learn.learning_starts`` global env steps act uniformly at
+    random.
 
     Example::
 
@@ -73,30 +69,38 @@ class TD3Policy(Policy):
     _state_attrs = ("actor", "actor_target", "critic", "critic_target", "actor_optimizer", "critic_optimizer")
     algorithm = "TD3"
 
-    @classmethod
-    def default_config(cls) -> EasyDict:
-        cfg = super().default_config()
-        cfg.discount_factor = 0.99
-        cfg.nstep = 1
-        cfg.model = EasyDict(actor_hidden_sizes=[256, 256], critic_hidden_sizes=[256, 256], activation="relu",
-                             twin_critic=True)  # fmt: skip
-        cfg.learn.pop("learning_rate")  # two optimizers, two rates
-        cfg.learn.update(
-            batch_size=256,
-            learning_rate_actor=1e-3,
-            learning_rate_critic=1e-3,
-            update_per_collect=64,
-            learning_starts=25000,
-            target_theta=0.005,
-            actor_update_freq=2,
-            noise=True,
-            noise_sigma=0.2,
-            noise_range=EasyDict(min=-0.5, max=0.5),
-            grad_clip_norm=None,
-        )
-        cfg.collect.update(n_sample=64, noise_sigma=0.1)  # with update_per_collect=64: one update per env step
-        cfg.other.replay_buffer = EasyDict(replay_buffer_size=100_000, save_in_checkpoint=False)
-        return cfg
+    keys = Policy.keys.plus(
+        Key("model.actor_hidden_sizes", [256, 256], "hidden layer sizes of the actor", "sizes"),
+        Key("model.critic_hidden_sizes", [256, 256], "hidden layer sizes of each Q critic", "sizes"),
+        Key("model.activation", "relu", "activation of the hidden layers"),
+        Key("model.twin_critic", True, "two Q critics, the target from their minimum (TD3); one critic (DDPG)"),
+        Key("learn.batch_size", 256),
+        Key("learn.learning_rate_actor", 0.001, "Adam learning rate of the actor", "> 0"),
+        Key("learn.learning_rate_critic", 0.001, "Adam learning rate of the critic(s)", "> 0"),
+        Key("learn.update_per_collect", 64, "updates per collect.n_sample global env steps", ">= 1", reader="pipeline"),
+        Key("learn.learning_starts", 25000, "global env steps before the first update", ">= 0"),
+        Key("learn.target_theta", 0.005, "soft target update rate per update (None: hard copies)", "(0, 1] or None"),
+        Key(
+            "learn.actor_update_freq",
+            2,
+            "update the actor on every K-th critic update (TD3's delayed policy updates)",
+            ">= 1",
+        ),
+        Key("learn.noise", True, "target policy smoothing: clipped Gaussian noise on the target action"),
+        Key("learn.noise_sigma", 0.2, "std of the target-smoothing noise (actions in [-1, 1])", "number >= 0"),
+        Key("learn.noise_range.min", -0.5, "lower clip of the target-smoothing noise"),
+        Key("learn.noise_range.max", 0.5, "upper clip of the target-smoothing noise"),
+        Key("learn.grad_clip_norm", None, "gradient norm clip, applied after the sync (None: off)", "> 0 or None"),
+        Key(
+            "collect.noise_sigma",
+            0.1,
+            "std of the Gaussian exploration noise added to the actor's action (in [-1, 1])",
+            "number >= 0",
+        ),
+        *replay_keys(100000),
+        Key("discount_factor", 0.99, "gamma", "[0, 1]"),
+        Key("nstep", 1, "n-step return length", ">= 1"),
+    ).minus("learn.learning_rate")
 
     def __init__(
         self,

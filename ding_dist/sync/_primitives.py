@@ -166,7 +166,7 @@ class MeteredLink:
         The message travels in up to :data:`EXCHANGE_PIECES` pieces of at least
         :data:`EXCHANGE_MIN_PIECE_BYTES` (contiguous slices, posted together): one large bidirectional
         gloo transfer runs at about half the link rate, the same bytes in pieces at the full rate
-        (docs/benchmarks.md section 7a). The split depends only on a tensor's size, so the peer's pieces
+        (docs/results/collectives_and_sync.md). The split depends only on a tensor's size, so the peer's pieces
         of ``send`` match this rank's of ``recv``; the bytes, and so the result, are those of one message.
         Counted as one collective.
         """

@@ -158,7 +158,8 @@ class MetricWriter:
     (:meth:`write_config`). ``track``
     (default: :func:`tracking_requested`) first starts a Weights & Biases run with ``sync_tensorboard``,
     the config, ``dir`` = the folder above ``log_dir`` (the experiment folder), offline unless
-    ``WANDB_MODE`` or ``WANDB_API_KEY`` is set; it is finished by :meth:`close`.
+    ``WANDB_MODE`` or ``WANDB_API_KEY`` is set; it is finished by :meth:`close`. ``enabled`` (default: this is rank
+    0) says whether this process writes (a population's members write from their own first ranks).
 
     Example:
         >>> import tempfile
@@ -173,11 +174,12 @@ class MetricWriter:
         tensorboard: bool = True,
         config: Mapping[str, Any] | None = None,
         track: bool | None = None,
+        enabled: bool | None = None,
     ):
         if purge_step is not None and (isinstance(purge_step, bool) or not isinstance(purge_step, int)):
             raise TypeError(f"purge_step must be an int or None, got {purge_step!r}")
         self.log_dir = Path(log_dir)
-        self.enabled = _rank_and_world()[0] == 0
+        self.enabled = _rank_and_world()[0] == 0 if enabled is None else bool(enabled)
         self._tb = None
         self._tb_to_make: int | None | bool = False  # the writer's purge_step until it is made; False: none to make
         self._tb_configs: list[tuple[Mapping[str, Any], int]] = []  # write_config's calls before it was made

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from ding_dist.comm import broadcast, comm_device, get_rank
+from ding_dist.comm import broadcast, comm_device, get_global_rank, get_rank
 from ding_dist.envs.env import close_vec_env, reset_one, resets_one
 from ding_dist.envs.seeding import episode_seed
 from ding_dist.policy.base import Policy
@@ -151,15 +151,15 @@ class Evaluator:
         return obs
 
     def evaluate_and_share(self, group: Any = None) -> tuple[float, bool]:
-        """Collective: rank 0 evaluates, then broadcasts ``(mean_return, stop)`` to every rank of ``group``
-        (default: the world; ``group`` must contain rank 0)."""
+        """Collective: the first rank of ``group`` (default: the world) evaluates, then broadcasts
+        ``(mean_return, stop)`` to every rank of ``group``."""
         packed = torch.zeros(2, dtype=torch.float64, device=comm_device(group))
-        if get_rank() == 0:
+        if get_rank(group) == 0:
             self.last_result = self.evaluate()  # rank 0 keeps the details (std, lengths) for its logs
             mean = self.last_result["mean_return"]
             stop = self.stop_value is not None and mean >= self.stop_value
             packed.copy_(torch.tensor([mean, float(stop)], dtype=torch.float64))
-        broadcast(packed, src=0, group=group)
+        broadcast(packed, src=get_global_rank(group, 0), group=group)
         mean, stop = packed.tolist()
         return float(mean), bool(stop)
 

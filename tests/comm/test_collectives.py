@@ -50,7 +50,7 @@ def _async_avg_divides_on_wait():
     handle = dd.allreduce(t, op="avg", async_op=True)
     result = handle.wait()
     again = handle.wait()  # a second wait does not divide twice
-    h2 = dd.allreduce_async(torch.tensor([float(r + 1)]))
+    h2 = dd.comm.allreduce_async(torch.tensor([float(r + 1)]), op="avg")
     return result is t, again.tolist()[:3], h2.wait().item(), handle.is_completed()
 
 
@@ -63,6 +63,40 @@ def test_async_handles(run_ranks, nproc):
         assert avg == pytest.approx(sum(range(1, nproc + 1)) / nproc)
 
 
+def _default_reductions():
+    from ding_dist.compat import pytorch_ddp_dist_helper as ding_helper
+
+    r = dd.get_rank()
+    values = [float(r + 1), 10.0 * (r + 1)]  # [1, 10] and [2, 20]: mean [1.5, 15], sum [3, 30]
+    out = {}
+    t = torch.tensor(values)
+    dd.allreduce(t)
+    out["allreduce"] = t.tolist()
+    t = torch.tensor(values)
+    dd.comm.allreduce_async(t).wait()
+    out["allreduce_async"] = t.tolist()
+    out["allreduce_data"] = dd.allreduce_data(r + 1)
+    t = torch.tensor(values)
+    ding_helper.allreduce(t)
+    out["compat allreduce"] = t.tolist()
+    t = torch.tensor(values)
+    ding_helper.allreduce_async("grad", t).wait()
+    out["compat allreduce_async"] = t.tolist()
+    return out
+
+
+def test_the_one_default_reduction_is_the_sum_and_compat_keeps_the_mean(run_ranks):
+    """``ding_dist``'s reductions sum by default, as torch.distributed; DI-engine's drop-in module averages."""
+    expected = {
+        "allreduce": [3.0, 30.0],
+        "allreduce_async": [3.0, 30.0],
+        "allreduce_data": 3,
+        "compat allreduce": [1.5, 15.0],
+        "compat allreduce_async": [1.5, 15.0],
+    }
+    assert run_ranks(_default_reductions, 2) == [expected, expected]
+
+
 def _broadcast_gather_p2p():
     r, w = dd.get_rank(), dd.get_world_size()
     t = torch.full((3,), float(r))
@@ -71,15 +105,15 @@ def _broadcast_gather_p2p():
     gathered = [x.item() for x in dd.allgather(torch.tensor([r * 10]))]
     chunks = torch.arange(w, dtype=torch.float32) + 100 * r
     out = torch.empty(w)
-    dd.all_to_all_single(out, chunks)
+    dd.comm.all_to_all_single(out, chunks)
     ring = torch.tensor([float(r)])
     got = torch.empty(1)
     if r % 2 == 0:
-        dd.send(ring, peer=(r + 1) % w)
-        dd.recv(got, peer=(r - 1) % w)
+        dd.comm.send(ring, peer=(r + 1) % w)
+        dd.comm.recv(got, peer=(r - 1) % w)
     else:
-        dd.recv(got, peer=(r - 1) % w)
-        dd.send(ring, peer=(r + 1) % w)
+        dd.comm.recv(got, peer=(r - 1) % w)
+        dd.comm.send(ring, peer=(r + 1) % w)
     dd.barrier()
     return t.tolist(), h.wait().item(), gathered, out.tolist(), got.item()
 
@@ -99,14 +133,14 @@ def _data_helpers():
     x = torch.tensor([1.0, float(r)])
     y = dd.allreduce_data(x, op="max")
     grad = torch.full((2, 2), float(r + 1))
-    dd.allreduce_with_indicator(grad, indicator=int(r != 0))
+    dd.comm.allreduce_with_indicator(grad, indicator=int(r != 0))
     return (
         dd.allreduce_data(r + 1),
         dd.allreduce_data(r, op="avg"),
         x.tolist(),
         y.tolist(),
-        dd.reduce_data(float(r), dst=1),
-        dd.reduce_data(torch.tensor([r, 1]), dst=0, op="sum"),
+        dd.comm.reduce_data(float(r), dst=1),
+        dd.comm.reduce_data(torch.tensor([r, 1]), dst=0, op="sum"),
         grad.flatten().tolist(),
     )
 
@@ -132,7 +166,7 @@ def _bad_src():
 
 
 def test_src_outside_the_world_is_a_clear_error(run_ranks):
-    with pytest.raises(dd.LaunchError, match=r"src must be a rank in \[0, 1\] for world size 2, got 2") as info:
+    with pytest.raises(dd.comm.LaunchError, match=r"src must be a rank in \[0, 1\] for world size 2, got 2") as info:
         run_ranks(_bad_src, 2)
     assert isinstance(info.value.exception, ValueError)
 
@@ -140,10 +174,10 @@ def test_src_outside_the_world_is_a_clear_error(run_ranks):
 def _gather_into_and_global_rank():
     r, w = dd.get_rank(), dd.get_world_size()
     out = torch.empty(2 * w)
-    handle = dd.allgather_into_tensor(out, torch.tensor([r, 10.0 * r]), async_op=True)
+    handle = dd.comm.allgather_into_tensor(out, torch.tensor([r, 10.0 * r]), async_op=True)
     handle.wait()
     group = dd.get_group(w)
-    return out.tolist(), dd.get_global_rank(group, w - 1), dd.get_global_rank(None, 0)
+    return out.tolist(), dd.comm.get_global_rank(group, w - 1), dd.comm.get_global_rank(None, 0)
 
 
 @pytest.mark.parametrize("nproc", WORLDS)
@@ -155,4 +189,4 @@ def test_allgather_into_tensor_and_global_rank(run_ranks, nproc):
 
 def test_allgather_into_tensor_checks_the_output_size():
     with pytest.raises(ValueError, match="world size x input = 2 elements, got 3"):
-        dd.allgather_into_tensor(torch.empty(3), torch.ones(2))
+        dd.comm.allgather_into_tensor(torch.empty(3), torch.ones(2))

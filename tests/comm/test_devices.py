@@ -33,16 +33,16 @@ def test_backend_config_names_its_device_types(text, types):
 
 
 def test_resolve_device_on_this_machine():
-    assert dd.resolve_device("cpu") == torch.device("cpu")
-    assert dd.resolve_device("auto") == (torch.device("cuda", 0) if CUDA else torch.device("cpu"))
+    assert dd.comm.resolve_device("cpu") == torch.device("cpu")
+    assert dd.comm.resolve_device("auto") == (torch.device("cuda", 0) if CUDA else torch.device("cpu"))
     with pytest.raises(ValueError, match="device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"):
-        dd.resolve_device("tpu")
+        dd.comm.resolve_device("tpu")
 
 
 @pytest.mark.skipif(CUDA, reason="checks the CPU-only error")
 def test_cuda_device_without_cuda_is_one_clear_error():
     with pytest.raises(ValueError, match="device 'cuda' needs CUDA and this machine has no CUDA device"):
-        dd.resolve_device("cuda")
+        dd.comm.resolve_device("cuda")
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ def _host_tensor_on_a_cuda_only_group():
 
 
 def test_host_tensor_on_a_device_only_backend_names_the_call_site(run_ranks):
-    with pytest.raises(dd.LaunchError) as caught:
+    with pytest.raises(dd.comm.LaunchError) as caught:
         dd.launch(_host_tensor_on_a_cuda_only_group, 2, backend="cuda:gloo", timeout=120, comm_timeout=30)
     text = str(caught.value)
     assert "DeviceMismatchError" in text
@@ -77,7 +77,7 @@ def _pipeline_collectives(which: str):
     from ding_dist.worker import reduce_log
     from ding_dist.worker.evaluator import Evaluator
 
-    assert dd.comm_device().type == "cuda"
+    assert dd.comm.comm_device().type == "cuda"
     try:
         if which == "reduce_log":
             return reduce_log({"episodes": 1}, {"train/loss": 0.5})
@@ -91,7 +91,7 @@ def _pipeline_collectives(which: str):
         if which == "allreduce_data":
             return dd.allreduce_data(2.0)
         return dd.broadcast_object({"a": 1})
-    except dd.DeviceMismatchError:
+    except dd.comm.DeviceMismatchError:
         raise
     except (AssertionError, RuntimeError) as e:  # a CPU-only torch refuses the CUDA allocation itself
         return f"cuda allocation refused: {e}"
@@ -109,7 +109,7 @@ def test_pipeline_collectives_ask_for_the_backends_device(which):
         assert "No backend type associated with device type cpu" not in result
 
 
-@pytest.mark.skipif(not CUDA, reason="needs a GPU (run by benchmarks/gpu_check.sh)")
+@pytest.mark.skipif(not CUDA, reason="needs a GPU (run by benchmarks/gpu/gpu_check.sh)")
 @pytest.mark.parametrize("which", PIPELINE_COLLECTIVES)
 def test_pipeline_collectives_run_on_a_cuda_only_group(which):
     expected = {
@@ -132,7 +132,7 @@ def _outside_a_subgroup():
     handle = dd.allreduce(t, group=group, async_op=True)
     handle.wait()
     dd.broadcast(t, src=0, group=group)
-    return dd.get_rank(group), dd.get_world_size(group), t.item(), dd.reduce_data(3.0, group=group)
+    return dd.get_rank(group), dd.get_world_size(group), t.item(), dd.comm.reduce_data(3.0, group=group)
 
 
 def test_collective_on_a_group_this_rank_is_not_in_is_a_no_op(run_ranks):
@@ -141,10 +141,10 @@ def test_collective_on_a_group_this_rank_is_not_in_is_a_no_op(run_ranks):
 
 def test_ding_dist_backend_chooses_the_backend_when_none_is_given(monkeypatch):
     monkeypatch.setenv("DING_DIST_BACKEND", "cpu:gloo")
-    dd.dist_init(rank=0, world_size=1, port=dd.free_port())
+    dd.dist_init(rank=0, world_size=1, port=dd.comm.free_port())
     try:
-        assert dd.backend_device_types() == frozenset({"cpu"})
-        with pytest.raises(dd.DeviceMismatchError, match="moves only \\['cpu'\\] tensors"):
+        assert dd.comm.backend_device_types() == frozenset({"cpu"})
+        with pytest.raises(dd.comm.DeviceMismatchError, match="moves only \\['cpu'\\] tensors"):
             dd.allreduce(torch.ones(1, device="meta"))
     finally:
         dd.dist_finalize()
@@ -181,7 +181,7 @@ def test_auto_device_follows_what_the_backend_carries(two_gpus, monkeypatch, bac
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     monkeypatch.setattr(dist, "get_backend", lambda group=None: backend)
     assert computes_on_cuda(backend) == (auto != "cpu")
-    assert dd.resolve_device("auto") == torch.device(auto)
+    assert dd.comm.resolve_device("auto") == torch.device(auto)
     assert two_gpus == []  # resolving a device sets nothing
 
 
@@ -191,12 +191,12 @@ def test_collectives_of_a_cuda_only_group_use_the_ranks_gpu_not_gpu_0(two_gpus, 
     monkeypatch.setenv("LOCAL_RANK", "1")
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     monkeypatch.setattr(dist, "get_backend_config", lambda group=None: "cuda:gloo")
-    assert dd.comm_device() == torch.device("cuda", 1) == dd.resolve_device("cuda")
+    assert dd.comm.comm_device() == torch.device("cuda", 1) == dd.comm.resolve_device("cuda")
 
 
 @pytest.mark.parametrize("backend, sets", [("cuda:gloo", [0]), ("gloo", []), ("cpu:gloo", [])])
 def test_dist_init_sets_the_gpu_only_for_a_world_that_computes_on_cuda(two_gpus, backend, sets):
-    dd.dist_init(backend=backend, rank=0, world_size=1, port=dd.free_port())
+    dd.dist_init(backend=backend, rank=0, world_size=1, port=dd.comm.free_port())
     try:
         assert two_gpus == sets
     finally:

@@ -12,7 +12,7 @@ import ding_dist as dd
 
 def test_rank_and_sizes_are_those_of_a_world_of_one():
     assert dd.is_fake()
-    assert (dd.get_rank(), dd.get_world_size(), dd.get_local_rank(), dd.get_local_size()) == (0, 1, 0, 1)
+    assert (dd.get_rank(), dd.get_world_size(), dd.get_local_rank(), dd.comm.get_local_size()) == (0, 1, 0, 1)
 
 
 @pytest.mark.parametrize("op", ["sum", "avg", "max", "min", "product", torch.distributed.ReduceOp.SUM])
@@ -35,13 +35,13 @@ def test_one_handle_completes_several_works_in_order():
             log.append((self.name, *(type(t).__name__ for t in timeout)))
 
     t = torch.ones(2)
-    inner = dd.CommHandle([Work("a"), Work("b")], t)
-    handle = dd.CommHandle([inner, Work("c")], t, finish=lambda: log.append("finish"))
+    inner = dd.comm.CommHandle([Work("a"), Work("b")], t)
+    handle = dd.comm.CommHandle([inner, Work("c")], t, finish=lambda: log.append("finish"))
     assert not handle.is_completed() and len(handle.works) == 2
     assert handle.wait(timeout=5.0) is t
     assert log == [("a", "timedelta"), ("b", "timedelta"), ("c", "timedelta"), "finish"]
     assert handle.wait() is t and handle.is_completed() and len(log) == 4  # once
-    assert dd.CommHandle(None, t).is_completed() and dd.CommHandle([]).wait() is None
+    assert dd.comm.CommHandle(None, t).is_completed() and dd.comm.CommHandle([]).wait() is None
 
 
 def test_broadcast_allgather_barrier_all_to_all():
@@ -53,7 +53,7 @@ def test_broadcast_allgather_barrier_all_to_all():
     assert torch.equal(only, t) and only is not t
     dd.barrier()
     out = torch.empty(4, dtype=torch.long)
-    dd.all_to_all_single(out, t)
+    dd.comm.all_to_all_single(out, t)
     assert torch.equal(out, t)
 
 
@@ -63,19 +63,19 @@ def test_data_helpers():
     x = torch.tensor([1.0, 2.0])
     y = dd.allreduce_data(x, op="sum")
     assert torch.equal(x, y) and y is not x
-    assert dd.reduce_data(2.5, dst=0) == 2.5
+    assert dd.comm.reduce_data(2.5, dst=0) == 2.5
     g = torch.tensor([2.0, 4.0])
-    assert torch.equal(dd.allreduce_with_indicator(g, 1), torch.tensor([2.0, 4.0]))
-    assert torch.equal(dd.allreduce_with_indicator(g, 0), torch.zeros(2))
+    assert torch.equal(dd.comm.allreduce_with_indicator(g, 1), torch.tensor([2.0, 4.0]))
+    assert torch.equal(dd.comm.allreduce_with_indicator(g, 0), torch.zeros(2))
 
 
 def test_object_collectives_return_the_local_value():
     obj = {"a": [1, 2]}
     assert dd.broadcast_object(obj) is obj
-    assert dd.broadcast_object_list([1, "x"]) == [1, "x"]
-    assert dd.allgather_object(obj) == [obj]
-    assert dd.allreduce_object(5, reduce_fn=operator.mul) == 5
-    future = dd.allreduce_object_async({"k": 1})
+    assert dd.comm.broadcast_object_list([1, "x"]) == [1, "x"]
+    assert dd.comm.allgather_object(obj) == [obj]
+    assert dd.comm.allreduce_object(5, reduce_fn=operator.mul) == 5
+    future = dd.comm.allreduce_object_async({"k": 1})
     assert future.done() and future.result() == {"k": 1}
 
 
@@ -83,7 +83,7 @@ def test_group_of_one():
     group = dd.get_group(1)
     assert group.size() == 1 and group.rank() == 0
     dd.allreduce(torch.ones(2), group=group)
-    assert dd.simple_group_split(1, 0, 1) is group
+    assert dd.comm.simple_group_split(1, 0, 1) is group
 
 
 def test_dist_init_without_launcher_is_fake(monkeypatch):
@@ -191,16 +191,16 @@ def test_to_ddp_config_refuses_a_size_the_world_cannot_split():
         (lambda: dd.allreduce(torch.ones(2, dtype=torch.long), op="avg"), TypeError, "torch.int64"),
         (lambda: dd.broadcast(torch.ones(1), src=1), ValueError, r"src must be a rank in \[0, 0\].* got 1"),
         (lambda: dd.broadcast(3.0), TypeError, "got float"),
-        (lambda: dd.reduce_data(1.0, dst=2), ValueError, "dst must be a rank .* got 2"),
+        (lambda: dd.comm.reduce_data(1.0, dst=2), ValueError, "dst must be a rank .* got 2"),
         (lambda: dd.allreduce_data("7"), TypeError, "got str"),
-        (lambda: dd.allreduce_with_indicator(torch.ones(2), 0.5), ValueError, "indicator must be 0 or 1, got 0.5"),
+        (lambda: dd.comm.allreduce_with_indicator(torch.ones(2), 0.5), ValueError, "indicator must be 0 or 1, got 0.5"),
         (lambda: dd.get_group(2), ValueError, "group_size 2 does not divide the world size 1"),
         (lambda: dd.get_group(0), ValueError, "positive int, got 0"),
-        (lambda: dd.simple_group_split(2, 0, 1), ValueError, "world_size 2 differs"),
-        (lambda: dd.send(torch.ones(1), peer=1), RuntimeError, "no peer on the fake link"),
+        (lambda: dd.comm.simple_group_split(2, 0, 1), ValueError, "world_size 2 differs"),
+        (lambda: dd.comm.send(torch.ones(1), peer=1), RuntimeError, "no peer on the fake link"),
         (lambda: dd.dist_init(rank=1, world_size=1), ValueError, "got 1"),
         (lambda: dd.dist_init(backend="tcp"), ValueError, "backend must be one of .* got 'tcp'"),
-        (lambda: dd.allreduce_object(1, reduce_fn=3), TypeError, "reduce_fn must be a callable"),
+        (lambda: dd.comm.allreduce_object(1, reduce_fn=3), TypeError, "reduce_fn must be a callable"),
         (lambda: dd.launch(lambda: 0, 2), TypeError, "module-level"),
         (lambda: dd.launch(print, 0), ValueError, "nproc must be a positive int, got 0"),
     ],
@@ -221,7 +221,7 @@ def test_unpicklable_object_is_a_clear_error():
     with pytest.raises(TypeError, match="could not pickle its value of type lock"):
         dd.broadcast_object(lock)
     with pytest.raises(TypeError, match="type lock"):
-        dd.allgather_object(lock)
+        dd.comm.allgather_object(lock)
     pickle.dumps(1)
 
 

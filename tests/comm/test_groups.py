@@ -12,7 +12,7 @@ def _groups_of_two():
     assert dd.get_group(2) is group, "groups are cached"
     t = torch.tensor([float(r)])
     dd.allreduce(t, group=group)
-    split = dd.simple_group_split(4, r, 2)
+    split = dd.comm.simple_group_split(4, r, 2)
     whole = dd.get_group(4)
     return dd.get_world_size(group), dd.get_rank(group), t.item(), split is group, dd.get_world_size(whole)
 
@@ -31,5 +31,5 @@ def _group_size_not_dividing():
 
 
 def test_group_size_must_divide_the_world(run_ranks):
-    with pytest.raises(dd.LaunchError, match="group_size 2 does not divide the world size 3"):
+    with pytest.raises(dd.comm.LaunchError, match="group_size 2 does not divide the world size 3"):
         run_ranks(_group_size_not_dividing, 3)

@@ -88,7 +88,7 @@ def test_fake_link_starts_no_heartbeat(monkeypatch):
 # ------------------------------------------------------------------------------------- clean stops
 def _threads_before_and_after_finalize(start_own: bool) -> tuple[list[str], list[str], float, bool]:
     if start_own:  # no launcher watches: this rank beats into the group's store and watches its peers
-        dd.start_heartbeat(0.2, 2)
+        dd.comm.start_heartbeat(0.2, 2)
     before = _heartbeat_threads()
     dd.barrier()
     started = time.monotonic()
@@ -119,14 +119,14 @@ def test_a_rank_that_stopped_its_heartbeat_is_not_taken_for_frozen(monkeypatch):
 
 
 def _stop_heartbeat_then_idle() -> str:
-    dd.stop_heartbeat()
+    dd.comm.stop_heartbeat()
     time.sleep(4)  # four graces without a beat: a clean stop, not a freeze
     dd.barrier()
     return "done"
 
 
 def _store_host_finishes_first() -> str:
-    dd.start_heartbeat(0.2, 1)  # the ranks watch each other through rank 0's store
+    dd.comm.start_heartbeat(0.2, 1)  # the ranks watch each other through rank 0's store
     dd.barrier()
     if dd.get_rank() == 1:
         time.sleep(4)  # rank 0 has finished and its store is gone: that is no freeze
@@ -143,7 +143,7 @@ _EXIT_WITHOUT_FINALIZE = textwrap.dedent(
     import ding_dist as dd
     rank, port = int(sys.argv[1]), int(sys.argv[2])
     dd.dist_init(backend="gloo", addr="127.0.0.1", port=port, rank=rank, world_size=2, timeout=60)
-    assert dd.start_heartbeat(0.001, 30) is not None  # a store call is nearly always in flight
+    assert dd.comm.start_heartbeat(0.001, 30) is not None  # a store call is nearly always in flight
     dd.barrier()
     print("exiting", flush=True)   # no dist_finalize: the threads must neither hold nor abort the exit
     """
@@ -154,7 +154,7 @@ _EXIT_WITHOUT_FINALIZE = textwrap.dedent(
 def test_a_rank_exits_without_finalize_while_its_heartbeat_runs(attempt, tmp_path):
     script = tmp_path / "rank.py"
     script.write_text(_EXIT_WITHOUT_FINALIZE)
-    port = dd.free_port()
+    port = dd.comm.free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     procs = [
         subprocess.Popen(
@@ -179,7 +179,7 @@ def _freeze(who: int, stderr_file: str, start_own: bool) -> str:
     with open(f"{stderr_file}.{dd.get_rank()}", "w") as f:
         os.dup2(f.fileno(), 2)
     if start_own:
-        dd.start_heartbeat(0.5, 3)
+        dd.comm.start_heartbeat(0.5, 3)
     dd.allreduce(torch.ones(1))
     time.sleep(1.0)  # a few beats, so every watcher has seen every rank
     if dd.get_rank() == who:
@@ -193,7 +193,7 @@ def test_launch_kills_and_names_a_frozen_rank(who, tmp_path, monkeypatch):
     for name, value in FAST.items():
         monkeypatch.setenv(name, value)
     started = time.monotonic()
-    with pytest.raises(dd.LaunchError) as info:
+    with pytest.raises(dd.comm.LaunchError) as info:
         dd.launch(_freeze, 2, who, str(tmp_path / "err"), False, timeout=120, comm_timeout=300)
     elapsed = time.monotonic() - started
     failures = dict(info.value.failures)
@@ -207,7 +207,7 @@ def test_launch_kills_and_names_a_frozen_rank(who, tmp_path, monkeypatch):
 @pytest.mark.parametrize("who", [0, 1])  # rank 0 also serves the group's store: then the store goes silent
 def test_ranks_watching_each_other_name_the_frozen_rank(who, tmp_path):
     started = time.monotonic()
-    with pytest.raises(dd.LaunchError) as info:
+    with pytest.raises(dd.comm.LaunchError) as info:
         dd.launch(_freeze, 2, who, str(tmp_path / "err"), True, heartbeat=False, timeout=120, comm_timeout=300, grace=2)
     elapsed = time.monotonic() - started
     healthy = 1 - who

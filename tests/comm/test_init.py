@@ -20,7 +20,7 @@ def _init_twice():
         conflict = "no error"
     except RuntimeError as exc:
         conflict = str(exc)
-    return first, again, same, conflict, dd.is_fake(), dd.get_local_rank(), dd.get_local_size()
+    return first, again, same, conflict, dd.is_fake(), dd.get_local_rank(), dd.comm.get_local_size()
 
 
 def test_second_init_is_a_noop_and_a_conflict_is_an_error(run_ranks):
@@ -72,7 +72,7 @@ print("FAKE_AFTER", dd.is_fake())
 @pytest.mark.parametrize("mode", ["ok", "fail"])
 def test_dist_mode_under_torchrun_variables(mode):
     """Two real processes launched with torchrun's variables: value returned, group finalized on raise."""
-    port = str(dd.free_port())
+    port = str(dd.comm.free_port())
     procs = []
     for rank in range(2):
         env = {
@@ -104,7 +104,7 @@ def test_dist_mode_under_torchrun_variables(mode):
 
 
 def test_unreachable_master_is_a_clear_error_within_the_timeout():
-    port = dd.free_port()  # nobody listens there
+    port = dd.comm.free_port()  # nobody listens there
     code = (
         "import ding_dist as dd; "
         f"dd.dist_init(backend='gloo', addr='127.0.0.1', port={port}, rank=1, world_size=2, timeout=3)"
@@ -139,7 +139,7 @@ dd.dist_finalize()
 
 
 def test_rendezvous_that_fails_fast_is_retried_with_backoff():
-    port = dd.free_port()
+    port = dd.comm.free_port()
     proc = subprocess.run([sys.executable, "-c", RETRY_SCRIPT, str(port)], capture_output=True, text=True, timeout=60)
     assert "RESULT (0, 1)" in proc.stdout, proc.stderr
     assert "retry 1 of 2" in proc.stderr

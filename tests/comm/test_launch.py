@@ -26,7 +26,7 @@ def _raise_on_rank1():
 
 
 def test_an_exception_names_the_rank(run_ranks):
-    with pytest.raises(dd.LaunchError, match="rank 1 raised ValueError: bad value on purpose") as info:
+    with pytest.raises(dd.comm.LaunchError, match="rank 1 raised ValueError: bad value on purpose") as info:
         run_ranks(_raise_on_rank1, 2)
     assert info.value.rank == 1 and isinstance(info.value.exception, ValueError)
     assert "traceback of rank 1" in str(info.value)
@@ -48,7 +48,7 @@ def _kill_rank1_midway():
 
 def test_a_killed_rank_gives_the_others_an_error_not_a_hang():
     start = time.monotonic()
-    with pytest.raises(dd.LaunchError) as info:
+    with pytest.raises(dd.comm.LaunchError) as info:
         dd.launch(_kill_rank1_midway, 2, timeout=60, comm_timeout=20, grace=20)
     failures = dict(info.value.failures)
     assert info.value.rank == 1 and "killed by signal SIGKILL" in failures[1]
@@ -72,5 +72,5 @@ def _unpicklable_result():
 
 
 def test_unpicklable_return_value(run_ranks):
-    with pytest.raises(dd.LaunchError, match="cannot be pickled"):
+    with pytest.raises(dd.comm.LaunchError, match="cannot be pickled"):
         run_ranks(_unpicklable_result, 2)

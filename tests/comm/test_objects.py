@@ -21,13 +21,13 @@ def _objects():
     lst = [None, None]
     if r == w - 1:
         lst = ["last", {"w": w}]
-    dd.broadcast_object_list(lst, src=w - 1)
-    gathered = dd.allgather_object(("rank", r))
-    counts = dd.allreduce_object({"env_steps": 10 * (r + 1), f"only{r}": 1}, reduce_fn=_merge_counts)
-    order = dd.allreduce_object([r], reduce_fn=operator.add)  # concatenation shows the order
-    concat = dd.allreduce_object(str(r))
-    future = dd.allreduce_object_async({"n": r}, reduce_fn=lambda a, b: {"n": a["n"] * 10 + b["n"]})
-    big = dd.allreduce_object_async(bytes(1000 * (r + 1)), reduce_fn=lambda a, b: a + b)
+    dd.comm.broadcast_object_list(lst, src=w - 1)
+    gathered = dd.comm.allgather_object(("rank", r))
+    counts = dd.comm.allreduce_object({"env_steps": 10 * (r + 1), f"only{r}": 1}, reduce_fn=_merge_counts)
+    order = dd.comm.allreduce_object([r], reduce_fn=operator.add)  # concatenation shows the order
+    concat = dd.comm.allreduce_object(str(r))
+    future = dd.comm.allreduce_object_async({"n": r}, reduce_fn=lambda a, b: {"n": a["n"] * 10 + b["n"]})
+    big = dd.comm.allreduce_object_async(bytes(1000 * (r + 1)), reduce_fn=lambda a, b: a + b)
     return cfg, lst, gathered, counts, order, concat, future.result(), len(big.result())
 
 
@@ -50,7 +50,7 @@ def test_object_collectives(run_ranks, nproc):
 def _unpicklable_on_rank1():
     value = threading.Lock() if dd.get_rank() == 1 else 1
     try:
-        dd.allgather_object(value)
+        dd.comm.allgather_object(value)
     except TypeError as exc:
         return str(exc)
     return "no error"

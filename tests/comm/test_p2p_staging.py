@@ -1,7 +1,7 @@
 """Point-to-point of CUDA tensors over gloo goes through a host copy (gloo's send/recv read host memory only).
 
 CI has no GPU: the staged path is driven here with CPU tensors (the copies are then host to host), and the
-choice of path is checked on backend strings; benchmarks/gpu_check.sh runs it with CUDA tensors (rows h1-h2).
+choice of path is checked on backend strings; benchmarks/gpu/gpu_check.sh runs it with CUDA tensors (rows h1-h2).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _staged_over_cuda_gloo() -> dict:
     import torch.distributed as dist
 
     out = {"world": _staged_exchange()}
-    sub = dd.new_group([0, 1])
+    sub = dd.comm.new_group([0, 1])
     rank, got = dd.get_rank(), torch.zeros(2)
     if rank == 0:
         _host_staged_p2p("send", torch.tensor([5.0, 6.0]), 1, sub)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ding_dist.config import ConfigError, compile_config, create_config_errors
+from ding_dist.config import ConfigError, create_config_errors
+from ding_dist.config.compile import compile_config
 from ding_dist.config.split import split_errors
 
 

@@ -9,7 +9,8 @@ from easydict import EasyDict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ding_dist.config import ConfigError, apply_overrides, compile_config, parse_override, validate_config
+from ding_dist.config import ConfigError, apply_overrides, parse_override, validate_config
+from ding_dist.config.compile import compile_config
 
 
 def _defaults() -> dict:

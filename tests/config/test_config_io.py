@@ -8,7 +8,8 @@ import textwrap
 import pytest
 from easydict import EasyDict
 
-from ding_dist.config import ConfigError, compile_config, read_config, save_config
+from ding_dist.config import ConfigError, read_config, save_config
+from ding_dist.config.compile import compile_config
 
 DI_ENGINE_STYLE = """
 from easydict import EasyDict

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ding_dist.config import ding_dialect
+from ding_dist.config import load_config
+from ding_dist.config.ding import TRANSLATORS
 from ding_dist.config.ding import report as ding_report
-from ding_dist.entry.pipeline import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = Path(__file__).resolve().parent / "ding_files"
@@ -65,4 +65,4 @@ def test_migration_guide_names_every_policy_a_di_engine_file_may_use():
     text = (REPO / "docs" / "migration_from_ding.md").read_text()
     section = text.split("## DI-engine config files", 1)[1].split("```", 1)[0]
     named = set(re.findall(r"`([a-z0-9_]+)`", section.split("Offline", 1)[0]))
-    assert set(ding_dialect.TRANSLATORS) <= named
+    assert set(TRANSLATORS) <= named

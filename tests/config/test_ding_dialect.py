@@ -20,10 +20,10 @@ import torch
 from easydict import EasyDict
 
 from ding_dist.comm import resolve_device
-from ding_dist.config import ConfigError, ding_dialect, looks_like_ding, read_config, save_config
+from ding_dist.config import ConfigError, load_config, read_config, save_config
+from ding_dist.config.ding import NO_CLIP, looks_like_ding, translate_ding_config
 from ding_dist.config.ding import report as ding_report
 from ding_dist.entry import pipeline
-from ding_dist.entry.pipeline import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = Path(__file__).resolve().parent / "ding_files"
@@ -109,7 +109,7 @@ def test_dqn_file_gets_di_engine_meaning():
     assert (p.discount_factor, p.nstep) == (0.99, 3)
     assert (p.learn.update_per_collect, p.learn.batch_size, p.learn.learning_rate) == (8, 64, 0.002)
     assert (p.learn.target_update_freq, p.learn.target_theta) == (50, None)
-    assert (p.learn.loss, p.learn.double, p.learn.grad_clip_norm) == ("mse", True, ding_dialect.NO_CLIP)
+    assert (p.learn.loss, p.learn.double, p.learn.grad_clip_norm) == ("mse", True, NO_CLIP)
     assert p.learn.learning_starts == 64  # DI-engine samples once the buffer holds a batch
     assert p.collect.n_sample == 16
     assert dict(p.other.eps) == {"type": "exp", "start": 0.95, "end": 0.05, "decay": 1500}
@@ -179,7 +179,7 @@ def test_ppo_file_gets_di_engine_meaning():
 
 def test_report_says_the_rollout_horizon_is_kept_where_di_engines_ddp_would_shorten_it():
     main, create = read_config(PPO)
-    *_, report = ding_dialect.translate_ding_config(main, create, (), PPO.name)
+    *_, report = translate_ding_config(main, create, (), PPO.name)
     (line,) = [text for text in report.of("differs") if text.startswith("env.collector_env_num")]
     assert line.startswith("env.collector_env_num=8: DI-engine steps that many envs in every process")
     assert "each env's rollout keeps n_sample / collector_env_num steps on any number of processes" in line
@@ -220,7 +220,7 @@ def test_r2d2_file_gets_di_engine_meaning():
     assert (p.learn.learning_starts, p.other.replay_buffer.type) == (64 * 42, "sequence")
     assert p.eval.eval_freq == 6 * 1344  # eval_freq=30 train iterations at 5 per collect
     assert dict(p.other.eps) == {"type": "exp", "start": 0.95, "end": 0.05, "decay": 10000}
-    from ding_dist.entry.experiment import build_policy
+    from ding_dist.entry.factories import build_policy
     from ding_dist.envs import make_env
     from ding_dist.policy.r2d2 import R2D2Policy
 
@@ -411,7 +411,7 @@ def test_di_engine_cartpole_files_reach_their_stop_value(tmp_path, run_ranks, pa
 
 
 def test_translated_config_is_an_easydict():
-    main, create, overrides, report = ding_dialect.translate_ding_config(*read_config(DQN))
+    main, create, overrides, report = translate_ding_config(*read_config(DQN))
     assert isinstance(main, EasyDict) and isinstance(create, EasyDict) and overrides == []
     assert report.policy == "dqn" and report.env_id == "CartPole-v0"
 

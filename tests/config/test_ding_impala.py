@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from ding_dist.config import ConfigError, ding_dialect, read_config
+from ding_dist.config import ConfigError, load_config, read_config
+from ding_dist.config.ding import NO_CLIP, translate_ding_config
 from ding_dist.entry import pipeline
-from ding_dist.entry.experiment import load_config
 from ding_dist.policy import IMPALAPolicy
 
 DING_IMPALA = Path(__file__).resolve().parent / "ding_files" / "cartpole_impala_ding_config.py"
@@ -56,7 +56,7 @@ def test_di_engine_impala_file_trains_its_critic_with_di_engines_weight(value_we
     assert mse > 1.0 and stats["loss"].item() == pytest.approx(di_engine_total, rel=1e-6)
     main, create = read_config(DING_IMPALA)
     main.policy.learn.value_weight = value_weight
-    *_, report = ding_dialect.translate_ding_config(main, create, (), DING_IMPALA.name)
+    *_, report = translate_ding_config(main, create, (), DING_IMPALA.name)
     (line,) = [text for text in report.of("converted") if text.startswith("policy.learn.value_weight")]
     assert line.startswith(f"policy.learn.value_weight={value_weight} -> policy.learn.value_weight={2 * value_weight}")
 
@@ -95,7 +95,7 @@ def test_di_engine_0_5_3_layout_names_the_horizon_at_the_policy_top(tmp_path):
 @pytest.mark.parametrize(
     ("overrides", "clip_norm"),
     [
-        ([], ding_dialect.NO_CLIP),  # DI-engine's IMPALA default grad_clip_type=None: its Adam clips nothing
+        ([], NO_CLIP),  # DI-engine's IMPALA default grad_clip_type=None: its Adam clips nothing
         (["policy.learn.grad_clip_type='clip_norm'"], 0.5),  # DI-engine's default clip_value
         (["policy.learn.grad_clip_type='clip_norm'", "policy.learn.clip_value=5"], 5),  # pong_impala_config.py's
     ],
@@ -112,6 +112,6 @@ def test_impala_clipping_other_than_by_norm_is_refused():
 def test_impala_random_collect_size_is_accepted_with_a_report_line():
     main, create = read_config(DING_IMPALA)
     main.policy.random_collect_size = 256  # lunarlander_impala_config.py's
-    *_, report = ding_dialect.translate_ding_config(main, create, (), DING_IMPALA.name)
+    *_, report = translate_ding_config(main, create, (), DING_IMPALA.name)
     (line,) = [text for text in report.of("ignored") if text.startswith("policy.random_collect_size")]
     assert "training starts from the policy's own first rollout" in line

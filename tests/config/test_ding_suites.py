@@ -17,7 +17,7 @@ import torch
 
 from ding_dist.config import ConfigError, read_config
 from ding_dist.config.ding import report as ding_report
-from ding_dist.config.ding_dialect import translate_ding_config
+from ding_dist.config.ding import translate_ding_config
 from ding_dist.entry import pipeline
 from ding_dist.entry.pipeline import load_config
 

@@ -108,7 +108,7 @@ def test_frame_dedup_config_key_is_validated_and_chooses_the_pipeline_buffer():
     from easydict import EasyDict
 
     from ding_dist.config.rules import value_errors
-    from ding_dist.entry.experiment import make_replay_buffer
+    from ding_dist.entry.factories import make_replay_buffer
 
     key = {"policy": {"other": {"replay_buffer": {"frame_dedup": 5}}}}
     assert value_errors(key) == [

@@ -221,7 +221,7 @@ def test_config_keys_are_validated_and_priority_chooses_the_prioritized_buffer()
     from easydict import EasyDict
 
     from ding_dist.config.rules import value_errors
-    from ding_dist.entry.experiment import make_replay_buffer
+    from ding_dist.entry.factories import make_replay_buffer
 
     assert value_errors({"policy": {"other": {"replay_buffer": {"alpha": 1.2, "beta": 0.4}}}}) == [
         "config key 'policy.other.replay_buffer.alpha' must be in [0, 1], got 1.2"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from ding_dist.config.describe import KEY_MEANINGS, describe, markdown_table
+from ding_dist.config.describe import describe, markdown_table
+from ding_dist.config.sections import ENV_KEYS
 from ding_dist.config.split import SPLIT_KEYS
 from ding_dist.entry import cli
-from ding_dist.envs import env_default_config
 from ding_dist.policy import POLICY_REGISTRY, get_policy_cls
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*_config.py"))
@@ -43,8 +43,9 @@ def test_policy_specific_meaning_wins():
     schema = {"policy": {"learn": {"batch_size": 64}}}
     (ppo,) = describe(schema, schema, "ppo")
     (dqn,) = describe(schema, schema, "dqn")
-    assert ppo.meaning == KEY_MEANINGS["ppo:policy.learn.batch_size"]
-    assert dqn.meaning == KEY_MEANINGS["policy.learn.batch_size"]
+    assert ppo.meaning == get_policy_cls("ppo").keys["learn.batch_size"].meaning
+    assert dqn.meaning == get_policy_cls("dqn").keys["learn.batch_size"].meaning
+    assert ppo.meaning != dqn.meaning and "minibatch" in ppo.meaning
     assert markdown_table([dqn], strip="policy.").splitlines()[2] == (
         "| `learn.batch_size` | 64 | batch per update, the run's total (each rank: batch_size / N) |"
     )
@@ -54,7 +55,10 @@ def test_a_policy_class_s_own_key_meanings_win_over_the_shared_ones():
     schema = {"policy": {"learn": {"batch_size": 64, "my_new_key": 1.0}}}
     rows = describe(schema, schema, "ppo", {"learn.my_new_key": "a new key", "learn.batch_size": "mine"})
     assert [r.meaning for r in rows] == ["mine", "a new key"]
-    assert [r.meaning for r in describe(schema, schema, "ppo")] == [KEY_MEANINGS["ppo:policy.learn.batch_size"], ""]
+    assert [r.meaning for r in describe(schema, schema, "ppo")] == [
+        get_policy_cls("ppo").keys["learn.batch_size"].meaning,
+        "",
+    ]
 
 
 def test_markdown_keeps_the_value_column(capsys):
@@ -70,8 +74,8 @@ def test_every_key_split_over_the_ranks_says_it_is_the_runs_total(policy_type):
     """What N processes share out (SPLIT_KEYS, and the replay capacity) is described as the run's total, never as
     a per-rank size."""
     cls = get_policy_cls(policy_type)
-    schema = {"env": env_default_config(), "policy": cls.default_config()}
-    rows = {r.key: r.meaning for r in describe(schema, schema, policy_type, cls.key_meanings)}
+    schema = {"env": ENV_KEYS.defaults(), "policy": cls.default_config()}
+    rows = {r.key: r.meaning for r in describe(schema, schema, policy_type, cls.keys)}
     split = [k for k in rows if k in SPLIT_KEYS or k.endswith("replay_buffer_size")]
     assert "env.collector_env_num" in split and "policy.collect.n_sample" in split
     assert {k: rows[k] for k in split if "the run's total" not in rows[k] or "per rank" in rows[k]} == {}

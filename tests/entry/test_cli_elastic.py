@@ -10,7 +10,7 @@ import pytest
 from ding_dist.entry.cli import main
 from ding_dist.entry.cli.elastic_launch import elastic_launcher_argv
 from ding_dist.entry.cli.parser import build_parser
-from ding_dist.entry.experiment import JOB_FILE
+from ding_dist.entry.torchrun_job import JOB_FILE
 
 
 def test_launcher_argv_of_a_node(monkeypatch):
@@ -70,7 +70,8 @@ def test_a_folder_of_this_job_is_continued_not_refused(tmp_path, capsys):
 
 
 def test_a_reformed_job_continues_its_folder_and_another_job_is_refused(tmp_path, monkeypatch):
-    from ding_dist.entry.experiment import Experiment, load_config
+    from ding_dist.config import load_config
+    from ding_dist.entry.experiment import Experiment
     from tests.entry.test_pipeline import tiny_dqn
 
     cfg, folder = load_config(tiny_dqn()), tmp_path / "run"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from ding_dist.config import load_config
 from ding_dist.entry import cli, pipeline
 from ding_dist.entry.cli import resolve_checkpoint
-from ding_dist.entry.experiment import load_config
 from ding_dist.envs import env_seeds
 from ding_dist.utils.checkpoint import CheckpointManager, load_checkpoint, save_checkpoint
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ding_dist.entry import experiment
+from ding_dist.config import compiled
 from ding_dist.entry.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,13 +40,13 @@ def _reads(log: Path) -> collections.Counter:
 def test_one_process_reads_and_compiles_its_config_once(tmp_path, monkeypatch):
     config, log = _counting_config(tmp_path)
     compiles = []
-    compile_config = experiment.compile_config
+    compile_config = compiled.compile_config
 
     def counting(*args, **kwargs):
         compiles.append(1)
         return compile_config(*args, **kwargs)
 
-    monkeypatch.setattr(experiment, "compile_config", counting)
+    monkeypatch.setattr(compiled, "compile_config", counting)
     argv = ["train", str(config), "--max-env-steps", "256", "--exp-dir", str(tmp_path / "run"), "--seed", "3"]
     assert main([*argv, "--set", "policy.learn.epoch_per_collect=1"]) == 0
     assert _reads(log) == {str(os.getpid()): 1}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from ding_dist.entry.experiment import default_threads
+from ding_dist.entry.threads import default_threads
 
 IMAGE = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
 VECTOR = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -44,8 +44,9 @@ def test_omp_num_threads_wins(monkeypatch):
 
 def test_actor_learner_roles_share_the_cores_and_take_their_config(monkeypatch):
     from ding_dist.config import ConfigError
-    from ding_dist.entry.experiment import OMP_DEFAULTED_ENV
-    from ding_dist.entry.roles import Roles, check_actor_learner_config, role_threads
+    from ding_dist.config.actor_learner import check_actor_learner_config
+    from ding_dist.entry.roles import Roles, role_threads
+    from ding_dist.entry.threads import OMP_DEFAULTED_ENV
 
     one_one, two_one = Roles(learners=1, actors=1), Roles(learners=1, actors=2)
     # One host of 8 cores: a learner's CNN takes the cores the actors leave, an actor takes 1.

@@ -27,7 +27,7 @@ from ding_dist.utils import CheckpointManager, load_checkpoint
 pytestmark = pytest.mark.quality
 
 REPO = Path(__file__).resolve().parents[2]
-# the project's checkout has shared/ beside it; a worktree's (/work/wt/NAME) two levels up
+# the two-hosts network tool sits in shared/tools beside the checkout, or two levels up
 _TOOL = Path("shared") / "tools" / "two-hosts"
 TWO_HOSTS = next((p / _TOOL for p in REPO.parents[:2] if (p / _TOOL).is_file()), REPO.parent / _TOOL)
 STEPS = 6_144  # a multiple of the 64 env steps per iteration

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from ding_dist.config import load_config
 from ding_dist.config.presets import find_config
 from ding_dist.config.split import split_errors
 from ding_dist.entry.cli.parser import build_parser
-from ding_dist.entry.experiment import load_config
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "launching.md"
 

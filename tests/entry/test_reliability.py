@@ -24,8 +24,8 @@ import pytest
 from ding_dist.comm import DeadRankError, get_rank
 from ding_dist.entry import pipeline
 from ding_dist.entry.cli import main
-from ding_dist.entry.experiment import RESTART_ENV
 from ding_dist.entry.loops.data_parallel import DataParallelLoop
+from ding_dist.entry.torchrun_job import RESTART_ENV
 from ding_dist.utils import CheckpointManager, load_checkpoint, read_metrics
 from tests.entry.test_pipeline import tiny_dqn
 

@@ -23,7 +23,9 @@ sys.exit(main(["train", "cartpole_ppo", "--max-env-steps", "256", "--exp-dir", {
 """
 
 NOT_BEFORE_THE_FIRST_STEP = (
-    "ding_dist.config.ding",  # DI-engine files only
+    "ding_dist.config.ding.core",  # the DI-engine translation: DI-engine files only (every config is asked
+    "ding_dist.config.ding.envs",  # whether it is one: ding_dist.config.ding.marks)
+    "ding_dist.config.ding.translate",
     "ding_dist.data.prioritized",  # off-policy runs only
     "ding_dist.entry.cli.agent",  # torchrun's ranks only
     "ding_dist.entry.loops.actor",

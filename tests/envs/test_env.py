@@ -6,7 +6,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from ding_dist.envs import OldGymAdapter, ensure_gymnasium, env_default_config, env_seeds, make_env, make_vec_env
+from ding_dist.config.sections import ENV_KEYS
+from ding_dist.envs import OldGymAdapter, ensure_gymnasium, env_seeds, make_env, make_vec_env
 
 
 class LegacyCounterEnv:
@@ -125,7 +126,7 @@ def test_old_gym_adapter_maps_done_to_terminated_or_truncated():
 
 
 def test_entry_point_builds_vectorized_legacy_env():
-    cfg = env_default_config()
+    cfg = ENV_KEYS.defaults()
     cfg.update(entry_point=f"{__name__}:make_legacy", env_kwargs={"limit": 4, "timeout": True})
     venv = make_vec_env(cfg, num_envs=2)
     venv.reset(seed=[0, 1])

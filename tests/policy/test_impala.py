@@ -175,8 +175,8 @@ def test_updates_per_env_step_are_those_of_one_process_on_1_2_4_and_8_ranks(conf
     of pong_impala made 4 updates of 1024 where one process makes 16 of 256)."""
     from pathlib import Path
 
+    from ding_dist.config import load_config
     from ding_dist.config.split import split_plan
-    from ding_dist.entry.experiment import load_config
     from ding_dist.policy.impala import column_minibatches
 
     cfg = load_config(Path(__file__).resolve().parents[2] / "configs" / config)

@@ -178,7 +178,7 @@ def test_r2d2_trains_in_one_process_and_with_an_actor_and_a_learner(run_ranks, t
 
 def test_sequence_replay_is_what_a_recurrent_policy_gets():
     cfg = pipeline.load_config(str(CONFIG))
-    from ding_dist.entry.experiment import make_replay_buffer
+    from ding_dist.entry.factories import make_replay_buffer
 
     buffer = make_replay_buffer(cfg, gym.spaces.Box(-1, 1, (4,)), ACT, num_envs=8, capacity=1000, seed=0)
     assert isinstance(buffer, SequenceReplayBuffer)

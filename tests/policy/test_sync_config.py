@@ -28,7 +28,7 @@ def _build(kind: str, algorithm: str, options: dict):
     cfg.device = "cpu"
     cfg.sync = {"algorithm": algorithm, "options": options}
     policy = cls(cfg, OBS, action)
-    models = [v for v in vars(policy).values() if isinstance(v, dd.DistributedModel)]
+    models = [v for v in vars(policy).values() if isinstance(v, dd.sync.DistributedModel)]
     optimizers = sorted({type(v).__name__ for k, v in vars(policy).items() if k.endswith("optimizer")})
     return sorted({m.algorithm for m in models}), optimizers, len(models)
 

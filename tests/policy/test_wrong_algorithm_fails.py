@@ -1,4 +1,4 @@
-"""Quality learning checks that tell a right algorithm from a wrong one (issue 32, item 5).
+"""Quality learning checks that tell a right algorithm from a wrong one.
 
 Each check trains the package's algorithm and a deliberately broken copy of it (one line patched in the test) on a
 tiny task where that line matters, at equal env steps over seeds, and asserts the gap; so a change that breaks the

@@ -23,39 +23,55 @@ The equivalent ding_dist frequency is that many collects in env steps:
 Example:
     >>> main = {"env": {"stop_value": 195}, "policy": {"cuda": False, "eval": {"evaluator": {"eval_freq": 40}}}}
     >>> create = {"env": {"type": "cartpole"}, "policy": {"type": "dqn"}}
+    >>> from ding_dist.config.ding import looks_like_ding, translate_ding_config
     >>> looks_like_ding(main, create)
     True
     >>> ours, our_create, _, report = translate_ding_config(main, create)
     >>> ours["env"]["id"], ours["policy"]["eval"]["eval_freq"], ours["policy"]["discount_factor"]
     ('CartPole-v0', 112, 0.97)
 
-Layout: :mod:`~ding_dist.config.ding.core` (the :class:`Translator`'s reads, writes and refusals, the registry of
+Layout: :mod:`~ding_dist.config.ding.marks` (whether a config is DI-engine's, the check every config goes through),
+:mod:`~ding_dist.config.ding.imports` (DI-engine files that import ``ding``'s config helpers, read without DI-engine),
+:mod:`~ding_dist.config.ding.core` (the :class:`Translator`'s reads, writes and refusals, the registry of
 translators by DI-engine policy type name, the helpers all families share), :mod:`~ding_dist.config.ding.report`
 (the :class:`TranslationReport`), :mod:`~ding_dist.config.ding.sections` (``create_config`` and the keys of every
-policy section), :mod:`~ding_dist.config.ding.translate` (the whole translation and ``--set``), and one module per
+policy section), :mod:`~ding_dist.config.ding.envs` (DI-engine's env suites onto our ``env`` section),
+:mod:`~ding_dist.config.ding.translate` (the whole translation and ``--set``), and one module per
 family of policies, each translator beside its family's shared defaults: :mod:`~ding_dist.config.ding.q_learning`
 (DQN and its relatives), :mod:`~ding_dist.config.ding.actor_critic` (DI-engine's VAC network: PPO, A2C, IMPALA,
 off-policy PPO and PPG), :mod:`~ding_dist.config.ding.episodes` (PG, PPO-PG: whole episodes),
 :mod:`~ding_dist.config.ding.continuous` (off-policy actor-critic: SAC, discrete SAC, TD3, DDPG, D4PG) and
 :mod:`~ding_dist.config.ding.sequences` (replayed sequences: R2D2, ACER). A new translator is a function in its
 family's module under ``@translates("<DI-engine policy type>", on_policy=...)``.
+
+The names below load on first use (PEP 562): a config of ours imports :mod:`~ding_dist.config.ding.marks` only.
 """
 
-from ding_dist.config.ding import actor_critic, continuous, episodes, q_learning, sequences  # noqa: F401 (register)
-from ding_dist.config.ding.core import NO_CLIP, TRANSLATORS, Translation, Translator, translates
-from ding_dist.config.ding.report import TranslationReport
-from ding_dist.config.ding.translate import looks_like_ding, translate_ding_config, translate_if_ding
-from ding_dist.config.ding_envs import DING_ENV_IDS
+import importlib
+from typing import Any
 
-__all__ = [
-    "DING_ENV_IDS",
-    "NO_CLIP",
-    "TRANSLATORS",
-    "Translation",
-    "TranslationReport",
-    "Translator",
-    "looks_like_ding",
-    "translate_ding_config",
-    "translate_if_ding",
-    "translates",
-]
+#: Public name -> the module of this package that defines it.
+_NAMES = {
+    "DING_ENV_IDS": "envs",
+    "NO_CLIP": "core",
+    "TRANSLATORS": "translate",  # the registry, filled by the family modules the translation imports
+    "Translation": "core",
+    "TranslationReport": "report",
+    "Translator": "core",
+    "looks_like_ding": "marks",
+    "translate_ding_config": "translate",
+    "translate_if_ding": "translate",
+    "translates": "core",
+}
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if _NAMES[name] != "marks":
+        importlib.import_module(".translate", __name__)  # every translator registered before any name is used
+    value = getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
+    globals()[name] = value
+    return value

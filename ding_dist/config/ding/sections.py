@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 
 from ding_dist.config.ding.core import MISSING, TRANSLATORS, Translator, policies_with
-from ding_dist.config.ding_envs import ENV_MANAGERS
+from ding_dist.config.ding.envs import ENV_MANAGERS
 from ding_dist.config.errors import ConfigError
 from ding_dist.config.rules import short_repr
 

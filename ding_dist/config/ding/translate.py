@@ -1,7 +1,7 @@
 """Translating a DI-engine file: detect the dialect, run the sections and the policy's translator, apply ``--set``.
 
 :func:`translate_ding_config` runs the shared sections (:mod:`~ding_dist.config.ding.sections`), the env suite
-(:mod:`~ding_dist.config.ding_envs`) and the translator registered for the file's policy type (one module per
+(:mod:`~ding_dist.config.ding.envs`) and the translator registered for the file's policy type (one module per
 family), then refuses any key nothing read, naming the closest key the translation knows.
 
 Example:
@@ -22,11 +22,12 @@ from typing import Any
 from easydict import EasyDict
 
 from ding_dist.config.compile import apply_overrides, parse_override, to_plain
+from ding_dist.config.ding import actor_critic, continuous, episodes, q_learning, sequences  # noqa: F401 (register)
 from ding_dist.config.ding.core import TRANSLATORS, Translator, flatten, nest
+from ding_dist.config.ding.envs import translate_env
+from ding_dist.config.ding.marks import looks_like_ding
 from ding_dist.config.ding.report import TranslationReport, emit
 from ding_dist.config.ding.sections import common_policy, create_section
-from ding_dist.config.ding_envs import translate_env
-from ding_dist.config.ding_marks import looks_like_ding
 from ding_dist.config.errors import ConfigError
 from ding_dist.config.rules import short_repr
 

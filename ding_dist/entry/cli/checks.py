@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ding_dist.config import ConfigError, read_config
+from ding_dist.config import CompiledConfig, ConfigError, load_config, read_config
 from ding_dist.config.presets import find_config
 from ding_dist.entry.cli.errors import (
     PROG,
@@ -29,15 +29,14 @@ from ding_dist.entry.cli.errors import (
 )
 from ding_dist.utils.install import install_hint
 
-__all__ = ["ConfigTrials", "check_compiles", "check_config", "check_config_or_name", "check_cuda_overrides",
-           "check_local_world", "check_sample_groups", "check_wandb", "check_writable", "compile_config",
-           "name_the_config", "resolve_checkpoint", "under_launcher", "CheckpointChoice",
-           "choose_checkpoint"]  # fmt: skip
+__all__ = ["check_config", "check_config_or_name", "check_cuda_overrides", "check_local_world", "check_sample_groups",
+           "check_wandb", "check_writable", "checked_config", "name_the_config", "resolve_checkpoint", "under_launcher",
+           "CheckpointChoice", "choose_checkpoint"]  # fmt: skip
 
 
 def check_config(path: str) -> Path:
     """The config file ``path`` names (a shipped config by name: ``ding-dist train cartpole_ppo``); a missing one is
-    one line. It is read when it is compiled, once per process (``check_compiles``)."""
+    one line. It is read when it is compiled, once per process (:func:`checked_config`)."""
     p = find_config(path)
     if not p.is_file() or p.suffix not in (".py", ".json"):
         read_config(p)  # raises the loader's one line: missing, a folder, not a Python file
@@ -238,60 +237,44 @@ def check_cuda_overrides(overrides: Any) -> None:
                              f"or {key}=auto (the rank's GPU where there is one, else the CPU)")  # fmt: skip
 
 
-def compile_config(config: Path, args: argparse.Namespace) -> Any:
-    """The config compiled with ``args``' seed and overrides (those it has); a bad one is one line."""
-    from ding_dist.entry.experiment import load_config
+def checked_config(config: Path, args: argparse.Namespace, *, try_parts: bool = False) -> CompiledConfig:
+    """The CLI's config: ``config`` compiled by :func:`~ding_dist.config.load_config` with ``args``' seed and
+    overrides (those it has); a bad one is one line.
 
-    check_cuda_overrides(getattr(args, "overrides", ()))
+    ``try_parts``: also make its env and build its policy (on CPU), so a config that cannot run is one line before any
+    process starts. A config file is a program every process runs (and may ask which rank it is), so each process
+    compiles it; the trial runs once: a rank forked from the launcher inherits the launcher's record and skips it.
+    """
+    seed, overrides = getattr(args, "seed", None), tuple(getattr(args, "overrides", ()))
+    check_cuda_overrides(overrides)
+    key = (str(config), config.read_bytes(), seed, overrides) if try_parts else None
+    trial = key is not None and key not in _TRIED
+    if trial:
+        import torch
+
+        # One thread: OpenMP's worker threads do not survive a fork, and ranks forked from a launcher that had
+        # started them hang in their first parallel op. The run sets its own threads (default_threads).
+        torch.set_num_threads(1)
     try:
-        return load_config(
-            str(config), seed=getattr(args, "seed", None), overrides=tuple(getattr(args, "overrides", ()))
-        )
+        cfg = load_config(str(config), seed=seed, overrides=overrides)
     except ConfigError:
         raise
     except (ValueError, KeyError, TypeError) as e:  # e.g. an unknown policy type, a negative size
         raise UsageError(f"config {str(config)!r}: {first_line(e)}") from e
+    if trial:
+        _try_parts(cfg, config, args)
+        _TRIED.add(key)
+    return cfg
 
 
-class ConfigTrials:
-    """The configs this process compiled and whose env and policy it tried, by file, contents, seed and overrides.
-
-    A config file is a program every process runs (and may ask which rank it is), so :meth:`check` compiles it in
-    every process; the env and policy are tried once: a rank forked from the launcher inherits the launcher's
-    trials (this object, in the forked memory) and skips its own.
-
-    Example:
-        >>> trials = ConfigTrials()
-        >>> trials.tried
-        set()
-    """
-
-    def __init__(self) -> None:
-        self.tried: set[tuple] = set()
-
-    def check(self, config: Path, args: argparse.Namespace) -> Any:
-        """Compile the config with its overrides, check its sizes and try its env and policy (unless this process
-        tried them), so bad input is one error line before any process starts."""
-        key = (str(config), config.read_bytes(), args.seed, tuple(args.overrides))
-        if key in self.tried:
-            return compile_config(config, args)
-        cfg = _compile_and_try(config, args)
-        self.tried.add(key)
-        return cfg
+#: The configs (file, contents, seed, overrides) whose env and policy this process tried, or the launcher it was
+#: forked from.
+_TRIED: set[tuple] = set()
 
 
-check_compiles = ConfigTrials().check  # the CLI's one record of the configs it tried (the launcher's ranks fork it)
-
-
-def _compile_and_try(config: Path, args: argparse.Namespace) -> Any:
-    import torch
-
+def _try_parts(cfg: CompiledConfig, config: Path, args: argparse.Namespace) -> None:
     from ding_dist.envs import make_env
 
-    # One thread: OpenMP's worker threads do not survive a fork, and ranks forked from a launcher that had
-    # started them hang in their first parallel op. The run sets its own threads (default_threads).
-    torch.set_num_threads(1)
-    cfg = compile_config(config, args)
     env = cfg.env
     check_sample_groups(cfg, 1)
     what = f"entry_point {env.get('entry_point')!r}" if env.get("entry_point") else f"env.id {env.get('id')!r}"
@@ -321,7 +304,6 @@ def _compile_and_try(config: Path, args: argparse.Namespace) -> Any:
         raise UsageError(f"config {str(config)!r}: {first_line(e)} (env {env.get('id')!r})") from e
     finally:
         made.close()
-    return cfg
 
 
 def check_sample_groups(cfg: Any, parts: int) -> None:
@@ -341,7 +323,8 @@ def check_local_world(cfg: Any, nproc: int) -> None:
     from ding_dist.config.split import split_errors
 
     al = cfg.actor_learner
-    errors = split_errors(cfg, al.learners, "--learners") if al.actors else split_errors(cfg, nproc)
+    members = max(1, int((cfg.get("pbt") or {}).get("population", 1)))  # a population: each member's ranks
+    errors = split_errors(cfg, al.learners, "--learners") if al.actors else split_errors(cfg, max(1, nproc // members))
     if errors:
         raise UsageError("; ".join(errors))
     check_sample_groups(cfg, al.learners if al.actors else nproc)

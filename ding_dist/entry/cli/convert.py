@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from ding_dist.entry.cli.checks import check_config, compile_config
+from ding_dist.entry.cli.checks import check_config, checked_config
 from ding_dist.entry.cli.errors import (
     PROG,
 )
@@ -22,22 +22,16 @@ __all__ = ["ckpt_convert", "config_show"]
 
 def config_show(args: argparse.Namespace) -> int:
     """``ding-dist config show CONFIG``: the resolved config, a row per key (ding_dist/config/describe.py)."""
+    from ding_dist.config import run_defaults
     from ding_dist.config.describe import describe, format_rows, markdown_table
-    from ding_dist.entry.roles import actor_learner_default_config
-    from ding_dist.envs import env_default_config
+    from ding_dist.config.sections import TOP_KEYS
     from ding_dist.policy import get_policy_cls
 
-    cfg = compile_config(check_config(args.config), args)
+    cfg = checked_config(check_config(args.config), args)
     policy_type = cfg.create_config.policy.type
     policy_cls = get_policy_cls(policy_type)
-    schema = {
-        "exp_name": "default_experiment",
-        "seed": 0,
-        "env": env_default_config(),
-        "policy": policy_cls.default_config(),
-        "actor_learner": actor_learner_default_config(),
-    }
-    rows = describe(cfg, schema, policy_type, policy_cls.key_meanings)
+    schema = {**TOP_KEYS.defaults(), **run_defaults(policy_type)}
+    rows = describe(cfg, schema, policy_type, policy_cls.keys)
     print(markdown_table(rows, values=True) if args.markdown else format_rows(rows))
     return 0
 

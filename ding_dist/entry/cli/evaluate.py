@@ -20,8 +20,8 @@ from typing import Any
 from ding_dist.entry.cli.checks import (
     CheckpointChoice,
     check_config,
+    checked_config,
     choose_checkpoint,
-    compile_config,
     name_the_config,
 )
 from ding_dist.entry.cli.errors import (
@@ -61,7 +61,7 @@ def eval_command(args: argparse.Namespace) -> int:
     from ding_dist.comm import DistContext
     from ding_dist.entry import pipeline
 
-    cfg = compile_config(config, args)  # once: the evaluation and the recordings share it
+    cfg = checked_config(config, args)  # once: the evaluation and the recordings share it
     if choice.why is not None and not args.json:
         print_rank0(f"evaluating {choice.path} ({choice.why})")
     recording = args.video or getattr(args, "gif", None)

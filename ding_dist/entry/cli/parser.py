@@ -287,6 +287,14 @@ def _run_options(command: str) -> argparse.ArgumentParser:
         default=None,
         help="with --actors: M learner processes that synchronize gradients among themselves (default 1)",
     )
+    shared.add_argument(
+        "--population",
+        metavar="K",
+        type=_int_at_least(1),
+        default=None,
+        help="population-based training: K members over the processes, each on N/K of them (sets pbt.population; "
+        "docs/pbt.md)",
+    )
     shared.add_argument("--seed", type=_seed, default=None, help="random seed (default: the config's, else 0)")
     _add_overrides(shared, "config overrides, e.g. --set policy.learn.batch_size=64 env.collector_env_num=4")
     shared.add_argument(

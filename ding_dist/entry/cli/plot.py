@@ -556,6 +556,12 @@ def plot_command(args: argparse.Namespace) -> int:
     if not args.out and not Path(args.exp_dirs[0]).is_dir():  # the default path's folder: a missing run, said so
         raise UsageError(f"experiment folder {str(args.exp_dirs[0])!r} does not exist")
     refuse_unwritable(out, "--out" if args.out else "the plot's default path")  # before any run is read
+    if len(args.exp_dirs) == 1 and getattr(args, "x", "env_steps") == "env_steps":
+        from ding_dist.entry.cli.plot_pbt import is_population, plot_population  # a population: its own figure
+
+        if is_population(args.exp_dirs[0]):
+            print(f"wrote {plot_population(args.exp_dirs[0], out, _parse_keys(args.keys), args.smooth)}")
+            return 0
     exp_dirs: list[Path] = []
     for folder in args.exp_dirs:
         runs = find_runs(folder)

@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from ding_dist.entry.cli.checks import (
-    check_compiles,
     check_config,
     check_config_or_name,
     check_local_world,
     check_wandb,
     check_writable,
-    compile_config,
+    checked_config,
     name_the_config,
     under_launcher,
 )
@@ -79,7 +78,7 @@ def train_command(args: argparse.Namespace, entry: Callable[[list[str]], int]) -
     resumed = None
     if args.resume is not None:
         _check_run_folder(args.resume)
-        ckpts = CheckpointManager(Path(args.resume) / "ckpt")
+        ckpts = CheckpointManager(_checkpoint_folder(args.resume))
         newest = ckpts.latest()
         if newest is None:
             raise UsageError(f"--resume {args.resume!r}: no complete checkpoint in its ckpt/ folder"
@@ -101,16 +100,25 @@ def train_command(args: argparse.Namespace, entry: Callable[[list[str]], int]) -
         )
     asked_nproc = args.nproc
     args.nproc = _actor_learner_nproc(args)
+    if getattr(args, "population", None) is not None:  # an override, which every rank gets
+        args.overrides = [*args.overrides, f"pbt.population={args.population}"]
+        args.population = None
     if getattr(args, "checkpoint_minutes", None) is not None:  # an override, which every rank gets
         args.overrides = [*args.overrides, f"policy.other.checkpoint.every_minutes={args.checkpoint_minutes!r}"]
         args.checkpoint_minutes = None
-    cfg = check_compiles(config, args)
+    cfg = checked_config(config, args, try_parts=True)
+    if not under_launcher() and args.nnodes is None:  # a population's members share the processes evenly
+        from ding_dist.config.pbt import population_error
+
+        error = population_error(int(cfg.pbt.population), args.nproc)
+        if error is not None:
+            raise UsageError(error)
     choose = not under_launcher() and args.exp_dir is None and args.resume is None  # the default folder, chosen here
     if not under_launcher():  # a folder no rank can write: one line now, not a traceback from every rank
         args.exp_dir_chosen = choose
         check_writable(Path("runs") / cfg.exp_name if choose else args.exp_dir or args.resume, args)
     if args.resume is not None and _continues_past_stop_value(args, cfg, resumed):
-        cfg = compile_config(config, args)
+        cfg = checked_config(config, args)
     if args.resume is not None and _resume_is_done(args, cfg, resumed):
         return 0
     if cfg.actor_learner.actors and args.actors is None:  # the roles come from the config file
@@ -211,6 +219,13 @@ def _check_run_folder(exp_dir: str) -> None:
                          "folder that ding-dist train wrote")  # fmt: skip
 
 
+def _checkpoint_folder(exp_dir: str) -> Path:
+    """The ``ckpt/`` folder a resume of ``exp_dir`` continues from: its own, or for a population its first member's
+    (every member checkpoints at the same env steps)."""
+    member = Path(exp_dir) / "member0" / "ckpt"
+    return member if member.is_dir() else Path(exp_dir) / "ckpt"
+
+
 def _resume_config(exp_dir: str) -> str:
     """``train --resume EXP_DIR`` without CONFIG: the run's saved config as data (its newest ``.json``, after
     resumes), which runs no code; a run folder's ``config.py`` runs only when the user names it."""
@@ -281,7 +296,7 @@ def _resumed_world(args: argparse.Namespace, state: dict) -> int:
         print(f"{PROG}: resuming with {args.actors} actor(s) and {args.learners} learner(s), as the run was trained "
               "(--actors/--learners change it)", file=sys.stderr)  # fmt: skip
         return 1
-    world = 1 if roles else int(state.get("world_size") or 1)
+    world = 1 if roles else int(state.get("world_size") or 1) * int((state.get("pbt") or {}).get("population", 1))
     if world > 1:
         print(f"{PROG}: resuming on {world} processes, as the run was trained (--nproc changes it)", file=sys.stderr)
     return world

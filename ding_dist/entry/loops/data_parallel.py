@@ -13,7 +13,9 @@ ranks' rollout lengths, and the global env steps are their sum. In debug mode (`
 networks are compared across ranks every ``DEBUG_CHECK_EVERY`` (100) train iterations and at each checkpoint.
 
 The loop composes the services it uses (:mod:`~ding_dist.entry.services`): checkpointing with resume, metrics,
-evaluation, and the guarded context every loop runs in.
+evaluation, and the guarded context every loop runs in. ``group`` runs it on a subgroup of the world (a member of
+a population, :mod:`~ding_dist.entry.loops.pbt`: ``exp.rank``/``exp.world`` are then the rank and size in it): every
+collective above goes through that group, and ``on_iteration`` and ``stop_group`` let the population meet.
 
 Example::
 
@@ -26,12 +28,13 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from ding_dist.comm import allreduce, comm_device, debug_enabled, health_check
+from ding_dist.comm import allreduce, comm_device, debug_enabled, get_rank, health_check
 from ding_dist.config.split import split_plan
 from ding_dist.entry.experiment import Experiment
 from ding_dist.entry.factories import build_policy, env_manager, make_replay_buffer, replay_capacity
@@ -49,6 +52,7 @@ from ding_dist.entry.services.phases import Phases
 from ding_dist.entry.services.run_folder import save_run_config, write_result
 from ding_dist.entry.threads import default_threads
 from ding_dist.envs import make_vec_env
+from ding_dist.policy.base import policy_sync_group
 from ding_dist.utils import progress_bar, shown_path
 from ding_dist.utils.logging import end_progress
 from ding_dist.worker import Collector, Evaluator, Learner, reduce_log
@@ -61,15 +65,31 @@ logger = logging.getLogger(__name__)
 
 class DataParallelLoop:
     """A data-parallel run of an :class:`~ding_dist.entry.experiment.Experiment`: its parts in the constructor,
-    the loop in :meth:`run`."""
+    the loop in :meth:`run`.
 
-    def __init__(self, exp: Experiment) -> None:
+    ``group``: the ranks of this run (default: the world; ``exp.rank`` and ``exp.world`` are the rank and size in
+    it). ``on_iteration(env_steps_before)``: called on every rank after each iteration's evaluation, before its
+    checkpoint; True stops the run (``stopped_by="stop_value"``). ``stop_group``: ``(group, size)`` of the ranks that
+    agree on a stop signal and that the diagnosis of a failed collective checks (default: ``group``).
+    """
+
+    def __init__(
+        self,
+        exp: Experiment,
+        group: Any = None,
+        *,
+        on_iteration: Callable[[int], bool] | None = None,
+        stop_group: tuple[Any, int] | None = None,
+    ) -> None:
         self.exp, self.rank, self.world = exp, exp.rank, exp.world
+        self.group, self.on_iteration = group, on_iteration
+        self.stop_group = stop_group if stop_group is not None else (group, exp.world)
         self.cfg = cfg = exp.cfg  # the run's totals; each rank's share of them: self.plan
         self.plan = split_plan(cfg, exp.world)  # refuses sizes the ranks cannot share before anything starts
         default_threads()
-        health_check(exp.health_timeout)  # every rank came up (this also creates the side group of later checks)
-        self.ckpt = Checkpointing(exp, rng_slot=(self.rank, self.world), extra={"world_size": self.world})
+        health_check(exp.health_timeout, group=group)  # every rank came up (this also creates the side group)
+        self.ckpt = Checkpointing(exp, rng_slot=(self.rank, self.world), group=group, choose_group=group,
+                                  extra={"world_size": self.world})  # fmt: skip
         state, self.counters = self.ckpt.load()
         seeds = exp.seeds(self.counters.env_steps if state else 0)
         self.buffer = None
@@ -79,7 +99,8 @@ class DataParallelLoop:
             venv = make_vec_env(cfg.env, self.plan.rank_envs, manager, training=True)
             eval_venv = (make_vec_env(cfg.env, cfg.env.evaluator_env_num, manager, restarting=True)
                          if self.rank == 0 else None)  # fmt: skip
-            self.policy = build_policy(cfg, venv.single_observation_space, venv.single_action_space)
+            with policy_sync_group(group):  # gradients and statistics within the group
+                self.policy = build_policy(cfg, venv.single_observation_space, venv.single_action_space)
             seeds.seed_process(self.rank)  # exploration differs across ranks, seeds and segments
             self.collector = Collector(venv, self.policy, seeds.env_seeds("collector", self.rank, venv.num_envs))
             eval_seeds = seeds.env_seeds("evaluator", self.rank, cfg.env.evaluator_env_num)
@@ -100,6 +121,7 @@ class DataParallelLoop:
             save_run_config(exp.cfg, exp.exp_dir, continuing=state is not None)  # a changed one: a new file
         self.metrics = Metrics(exp, self.policy, self.counters, resumed=state is not None)
         self.evaluate = Evaluation(self.evaluator, self.counters, self.metrics, health_timeout=exp.health_timeout,
+                                   group=group,
                                    on_best=lambda: self.ckpt.save_best(self.policy, self.counters))  # fmt: skip
         self.preemption: RolloutPreemption | None = None
         pc = cfg.policy.collect
@@ -111,7 +133,7 @@ class DataParallelLoop:
         counts = torch.zeros(self.world, dtype=torch.int64)
         counts[self.rank] = local
         counts = counts.to(comm_device(like=counts))
-        allreduce(counts, op="sum")
+        allreduce(counts, op="sum", group=self.group)
         return counts.cpu().numpy()
 
     def _updates_due(self, env_steps: int, n_sample: int) -> int:
@@ -139,7 +161,7 @@ class DataParallelLoop:
             "env/restarts": self.collector.restarts,  # every rank's crashed-and-recreated envs so far
             "ckpt/due": float(self.ckpt.due_by_time()),
         }
-        out = reduce_log(sums, self.learner.pop_stats())
+        out = reduce_log(sums, self.learner.pop_stats(), group=self.group)
         expected = env_step_delta * self.world if global_delta is None else global_delta
         if int(out.pop("env_steps")) != expected:
             raise RuntimeError("ranks collected different numbers of env steps; their control flow diverged")
@@ -148,7 +170,7 @@ class DataParallelLoop:
         return due
 
     def checkpoint(self) -> None:
-        before = (lambda: consistency_check(self.policy)) if debug_enabled() else None
+        before = (lambda: consistency_check(self.policy, self.group)) if debug_enabled() else None
         self.ckpt.save(self.policy, self.counters, self.buffer, time.perf_counter() - self.wall_start, before)
 
     def close(self) -> None:
@@ -208,9 +230,11 @@ class DataParallelLoop:
         bar = progress_bar(exp.max_env_steps, desc="env steps", initial=c.env_steps)
         stopped_by, log_pending, log_pending_global = "max_env_steps", 0, 0
         debug = debug_enabled()
-        with guarded(rank=self.rank, world=self.world, health_timeout=exp.health_timeout,
+        stop_group, stop_world = self.stop_group
+        with guarded(rank=get_rank(stop_group), world=stop_world, health_timeout=exp.health_timeout,
                      where=lambda: f"env step {c.env_steps}", newest=self.ckpt.newest,
-                     close=lambda: (bar.close(), self.close())), Preemption(world=self.world) as preempted:  # fmt: skip
+                     close=lambda: (bar.close(), self.close()), group=stop_group), \
+                Preemption(stop_group, stop_world) as preempted:  # fmt: skip
             while exp.max_env_steps is None or c.env_steps < exp.max_env_steps:
                 with phases("collect"):
                     rollout = self.collector.collect(n_vec, c.env_steps, self.preemption)
@@ -232,7 +256,7 @@ class DataParallelLoop:
                             n_updates = self._updates_due(global_per_iter, n_sample_global)
                             self.learner.train_replay(self.buffer, n_updates, self.plan.rank_batch)
                 if debug and self.policy.train_iter // DEBUG_CHECK_EVERY > iters_before // DEBUG_CHECK_EVERY:
-                    consistency_check(self.policy)
+                    consistency_check(self.policy, self.group)
 
                 def crossed(freq: int, before: int = before) -> bool:
                     return freq > 0 and c.env_steps // freq > before // freq
@@ -246,6 +270,8 @@ class DataParallelLoop:
                     due = self.ckpt.due_by_time()
                 with phases("eval"):
                     stop = crossed(eval_freq) and self.evaluate()
+                    if self.on_iteration is not None:  # e.g. a population's exploit step
+                        stop = self.on_iteration(before) or stop
                 if crossed(ckpt_freq) or due:
                     with phases("checkpoint"):
                         self.checkpoint()

@@ -9,7 +9,7 @@ stopped (they stop when the learners say so) or is gone, and writes what it serv
 :class:`~ding_dist.worker.inference.InferenceServer`; the actors' side: :mod:`~ding_dist.entry.loops.actor`.
 
 On a CPU it saves no arithmetic and adds a round trip per env step, so it is off by default (measured in
-docs/benchmarks.md, section 14).
+docs/results/actors_and_learners.md).
 
 Example::
 

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ding_dist.comm import allgather_object, broadcast_object, health_check
+from ding_dist.comm import allgather_object, broadcast_object, get_global_rank, health_check
 from ding_dist.data.reshard import regroup_states, reshard_states
 from ding_dist.entry.experiment import Experiment
 from ding_dist.entry.services.counters import Counters
@@ -121,7 +121,8 @@ class Checkpointing:
 
     ``rng_slot`` is ``(index, count)``: this rank's entry among the RNG states a checkpoint holds and how many a
     run like this one writes (None: this rank restores no RNG state, e.g. an actor). ``group`` holds the ranks
-    that learn (health checks and the RNG allgather run in it); ``extra`` goes into every checkpoint file.
+    that learn (health checks and the RNG allgather run in it); ``choose_group`` the ranks that agree on the file
+    to resume from (default: the world; its first rank chooses); ``extra`` goes into every checkpoint file.
     """
 
     def __init__(
@@ -130,9 +131,10 @@ class Checkpointing:
         *,
         rng_slot: tuple[int, int] | None,
         group: Any = None,
+        choose_group: Any = None,
         extra: Mapping[str, Any] | None = None,
     ) -> None:
-        self.exp, self.rng_slot, self.group = exp, rng_slot, group
+        self.exp, self.rng_slot, self.group, self.choose_group = exp, rng_slot, group, choose_group
         self.extra = dict(extra or {})
         settings = exp.cfg.policy.other.checkpoint
         self.manager = CheckpointManager(exp.exp_dir / "ckpt", keep_last=settings.keep_last)
@@ -170,7 +172,7 @@ class Checkpointing:
         """The checkpoint this segment continues from and its counters (``(None, Counters())``: a fresh start).
         Raises ``FileNotFoundError`` (resume without a checkpoint) or ``CheckpointError`` (not a run's)."""
         choice = self._choose() if self.exp.rank == 0 else None
-        path, error = broadcast_object(choice)
+        path, error = broadcast_object(choice, src=get_global_rank(self.choose_group, 0), group=self.choose_group)
         if error is not None:
             raise FileNotFoundError(error)
         if path is None:

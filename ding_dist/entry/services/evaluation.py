@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ding_dist.comm import health_check
-from ding_dist.entry.experiment import ConfigArg, is_compiled, load_config
+from ding_dist.config import ConfigSource, is_compiled, load_config
 from ding_dist.entry.factories import build_policy, env_manager
 from ding_dist.entry.services.checkpointing import BEST_FILE, load_policy_state
 from ding_dist.entry.services.counters import Counters
@@ -81,7 +81,7 @@ class Evaluation:
 
 
 def evaluate(
-    config: ConfigArg,
+    config: ConfigSource,
     ckpt: str | os.PathLike,
     *,
     episodes: int = 10,

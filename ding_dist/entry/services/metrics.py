@@ -92,7 +92,7 @@ class Metrics:
     def __init__(self, exp: Experiment, policy: Any, counters: Counters, resumed: bool) -> None:
         self.policy, self.counters = policy, counters
         purge = counters.env_steps + 1 if resumed else (0 if exp.continues else None)
-        self.writer = MetricWriter(exp.exp_dir / "tb", purge_step=purge, config=exp.cfg)
+        self.writer = MetricWriter(exp.exp_dir / "tb", purge_step=purge, config=exp.cfg, enabled=exp.rank == 0)
         self.averaging = weight_averaging_models(policy)
 
     def record(self, values: dict[str, Any]) -> None:

@@ -1,11 +1,11 @@
 """GPU check: every CUDA path of ding_dist that one GPU can run, one markdown table (at most 8 minutes on one H200).
 
-    bash benchmarks/gpu_check.sh                        # on a machine with a GPU (default: --device cuda)
-    bash benchmarks/gpu_check.sh --device cpu --quick   # every check that can run on a CPU, tiny sizes (CI)
-    python benchmarks/gpu_check.py --only a1,c1         # some checks only (ids as in the table)
-    bash benchmarks/gpu_check.sh --rerun-failed         # the checks whose rows failed in the last run here
+    bash benchmarks/gpu/gpu_check.sh --out-dir gpu_results        # on a machine with a GPU (default: --device cuda)
+    bash benchmarks/gpu/gpu_check.sh --device cpu --quick         # every check that can run on a CPU, tiny sizes (CI)
+    python benchmarks/gpu/gpu_check.py --only a1,c1               # some checks only (ids as in the table)
+    bash benchmarks/gpu/gpu_check.sh --out-dir gpu_results --rerun-failed   # the rows that failed last time here
 
-Rows (see docs/benchmarks.md, section 5): (a) 1-process pipelines on the device (DQN, PPO, SAC, IMPALA; PPO
+Rows (see benchmarks/gpu/README.md): (a) 1-process pipelines on the device (DQN, PPO, SAC, IMPALA; PPO
 with ``policy.device=auto``), (b) 2 ranks on the one GPU over gloo (engine vs torch DDP, pipeline collectives
 on ``cuda:gloo``, tests/comm/test_devices.py, ``ding-dist train`` on 2 ranks), (c) a world-of-one nccl group
 through every collective and ``distribute``, (d) learner updates/s GPU vs CPU, (e) engine vs DDP step time,
@@ -15,8 +15,9 @@ on 2 ranks with CUDA tensors (``cuda:gloo``), (n) nccl point-to-point on 2 GPUs 
 
 Each check runs in its own process (forked from a server that imported torch once, never CUDA): an error, a
 crash or a timeout is reported in its row and the others still run. The table goes to stdout and to
-``$OUT/gpu_check.md`` (``$OUT`` set) or a temporary file it names; each check's output to a log beside it
-(with ``$OUT`` set: ``$OUT/gpu_check_logs.tar.gz``, since the device tool returns 8 files at most).
+``DIR/gpu_check.md`` (``--out-dir DIR``; else ``--out FILE`` or a temporary file it names); each check's output to
+a log beside it (with ``--out-dir``: one archive, ``DIR/gpu_check_logs.tar.gz``, so the folder holds four files to
+copy back from an offline machine).
 Exit status: 0 all rows ok or skipped, 1 a row failed, 2 no GPU (without ``--device cpu``) or nothing to rerun.
 """
 
@@ -44,7 +45,7 @@ CHECK_TIMEOUT_S = 240.0  # one check; a hung collective ends here, not at the 30
 BUDGET_S = 420.0  # all checks, after a ~10 s start: with the wheel install, the run ends within 8 minutes
 # the last run's failed row ids, for --rerun-failed (GPU_CHECK_FAILED_FILE: elsewhere, e.g. in tests)
 FAILED_FILE = os.environ.get("GPU_CHECK_FAILED_FILE") or os.path.join(tempfile.gettempdir(), "gpu_check_failed.txt")
-RERUN = "set -o pipefail; PYTHONUNBUFFERED=1 bash benchmarks/gpu_check.sh --only {ids} 2>&1 | tee $OUT/gpu_check.log"
+RERUN = "bash benchmarks/gpu/gpu_check.sh --only {ids}"
 
 
 def _cell(text: str) -> str:
@@ -224,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
         "--check-timeout", type=float, default=CHECK_TIMEOUT_S, help=f"seconds per check (default {CHECK_TIMEOUT_S:g})"
     )
     parser.add_argument("--cpu-threads", type=int, default=1, help="torch threads of the CPU figures in (d)")
-    parser.add_argument("--out", help="table file (default: $OUT/gpu_check.md, else a temporary file)")
+    parser.add_argument("--out", help="table file (default: DIR/gpu_check.md with --out-dir, else a temporary file)")
+    parser.add_argument(
+        "--out-dir", metavar="DIR", help="folder for the table, the failed rows and one archive of the check logs"
+    )
     parser.add_argument("--self-test", action="store_true", help=argparse.SUPPRESS)  # tests/test_gpu_check.py
     args = parser.parse_args(argv)
 
@@ -242,13 +246,14 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.out:
         out_path = os.path.abspath(args.out)
-    elif os.environ.get("OUT"):
-        out_path = os.path.join(os.environ["OUT"], "gpu_check.md")
+    elif args.out_dir:
+        out_path = os.path.join(os.path.abspath(args.out_dir), "gpu_check.md")
     else:
         fd, out_path = tempfile.mkstemp(prefix="gpu_check_", suffix=".md")
         os.close(fd)
     os.makedirs(os.path.dirname(out_path), exist_ok=True)
-    tar_logs = bool(os.environ.get("OUT")) and not args.out  # the device tool returns 8 files at most
+    out_dir = os.path.abspath(args.out_dir) if args.out_dir and not args.out else None
+    tar_logs = out_dir is not None  # one archive: a few files to copy back
     log_dir = (
         tempfile.mkdtemp(prefix="gpu_check_logs_")
         if tar_logs
@@ -297,18 +302,19 @@ def main(argv: list[str] | None = None) -> int:
     with open(out_path, "w") as f:
         f.write(table)
     failed_text = ",".join(failed) + "\n"
-    for path in [FAILED_FILE] + ([os.path.join(os.environ["OUT"], "gpu_check_failed.txt")] if tar_logs else []):
+    for path in [FAILED_FILE] + ([os.path.join(out_dir, "gpu_check_failed.txt")] if out_dir else []):
         with open(path, "w") as f:
             f.write(failed_text)
     if tar_logs:
-        with tarfile.open(os.path.join(os.environ["OUT"], "gpu_check_logs.tar.gz"), "w:gz") as tar:
+        with tarfile.open(os.path.join(out_dir, "gpu_check_logs.tar.gz"), "w:gz") as tar:
             tar.add(log_dir, arcname="gpu_check_logs")
         shutil.rmtree(log_dir, ignore_errors=True)
-        log_dir = os.path.join(os.environ["OUT"], "gpu_check_logs.tar.gz")
+        log_dir = os.path.join(out_dir, "gpu_check_logs.tar.gz")
     print("\n" + table, end="")
     print(f"gpu_check: table written to {out_path}; check logs in {log_dir}")
     if failed:
-        print(f"gpu_check: rerun the failed rows: {RERUN.format(ids=','.join(failed))}")
+        again = RERUN.format(ids=",".join(failed)) + (f" --out-dir {args.out_dir}" if args.out_dir else "")
+        print(f"gpu_check: rerun the failed rows: {again}")
     return 1 if failed else 0
 
 

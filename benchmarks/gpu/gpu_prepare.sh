@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
-# Prepare the GPU check and the scaling run, here on the CPU machine, before asking for the device (it has no
-# network): download into .whl/ (git-ignored) the wheels that benchmarks/gpu_check.sh and
-# benchmarks/device_scaling.sh need and the GPU machine's image lacks, for CPython 3.12 on manylinux x86-64,
+# Prepare the GPU check and the scaling run for a GPU machine without network access, on a machine with network
+# access: download into .whl/ (git-ignored) the wheels that benchmarks/gpu/gpu_check.sh and
+# benchmarks/gpu/device_scaling.sh need and the GPU machine's image lacks, for CPython 3.12 on manylinux x86-64,
 # each pinned and listed, none pulled in implicitly; then prove the set complete for Python 3.12 (see "what
 # the check proves" below).
 #
-#   bash benchmarks/gpu_prepare.sh          # .whl/ (about 3.6 MB), then the device commands of both scripts
-#   bash benchmarks/gpu_prepare.sh DIR      # the same into DIR (tests/test_gpu_check.py)
+#   bash benchmarks/gpu/gpu_prepare.sh          # .whl/ (about 3.6 MB), then the commands to run there
+#   bash benchmarks/gpu/gpu_prepare.sh DIR      # the same into DIR (tests/test_gpu_check.py)
 #
 # What the check proves: (1) pip, with no index and this folder alone, finds every pinned wheel for
 # CPython 3.12 manylinux x86-64 and would install it (a dry run into a scratch target); (2) every requirement
 # of ding_dist (read from this source tree, with its atari extra) and of every carried wheel, with its markers
 # evaluated for Python 3.12 on Linux x86-64, is met by a carried wheel (version checked) or by a package of the image's
 # list below (version checked where that list records one; the others are printed as assumed); (3) one
-# version of each project, so the device's `pip install .whl/*.whl` cannot stop on two. It does not prove
-# that the image still holds what its list says (read on 2026-11-17); gpu_check.sh fails at once, in one
-# line, if an import is missing there.
+# version of each project, so the GPU machine's install of .whl/*.whl cannot stop on two. It does not prove
+# that the image holds what its list says; gpu_check.sh fails at once, in one line, if an import is missing there.
+# For another image, set GPU_IMAGE_PACKAGES (names) and GPU_IMAGE_VERSIONS (name==version pins) to its packages.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 DEST="${1:-.whl}"
 PY="${PYTHON:-$(command -v python || command -v python3)}"
 
@@ -27,9 +27,9 @@ PY="${PYTHON:-$(command -v python || command -v python3)}"
 # image has. gpu_check.sh does not use it: its image-policy rows use a synthetic frame-stack env.
 WHEELS=(gymnasium==1.4.0 farama-notifications==0.0.6 easydict==1.14 ale-py==0.12.1)
 
-# The image's packages (the device tool's KINDS.md, "Python packages already there", read 2026-11-17), and
-# the versions it records for some of them.
-IMAGE_PACKAGES="absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch
+# The packages the GPU machine's image already has (a CUDA image with torch 2.11 and Python 3.12), and the
+# versions known for some of them; GPU_IMAGE_PACKAGES / GPU_IMAGE_VERSIONS replace them.
+IMAGE_PACKAGES="${GPU_IMAGE_PACKAGES:-absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch
 build certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core
 cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock
 flatbuffers flax fonttools formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx
@@ -48,8 +48,8 @@ scikit-image scikit-learn scipy seaborn sentencepiece sentence-transformers setu
 six sortedcontainers statsmodels sympy tabulate tensorboard tensorboard-data-server tensorstore threadpoolctl
 tifffile tiktoken timm tokenizers toolz torch torchaudio torchdiffeq torch-geometric torchmetrics torchvision
 tqdm transformers treescope triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug
-wheel wrapt xarray xxhash yarl zipp"
-IMAGE_VERSIONS="torch==2.11.0 numpy==2.5.2 triton==3.6.0 jax==0.11.2 safetensors==0.8.0"
+wheel wrapt xarray xxhash yarl zipp}"
+IMAGE_VERSIONS="${GPU_IMAGE_VERSIONS:-torch==2.11.0 numpy==2.5.2 triton==3.6.0 jax==0.11.2 safetensors==0.8.0}"
 
 TARGET=(--python-version 3.12 --implementation cp --abi cp312 --only-binary=:all:
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64
@@ -57,7 +57,7 @@ TARGET=(--python-version 3.12 --implementation cp --abi cp312 --only-binary=:all
 quiet() { grep -v "is ignored: it is neither a file nor a directory" || true; }  # this machine's pip.conf noise
 
 mkdir -p "$DEST"
-rm -f "$DEST"/*.whl  # one version of each: a stale pin would stop the device's install
+rm -f "$DEST"/*.whl  # one version of each: a stale pin would stop the GPU machine's install
 "$PY" -m pip download -q --no-deps "${TARGET[@]}" -d "$DEST" "${WHEELS[@]}" 2>&1 | quiet
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
@@ -122,5 +122,5 @@ print("gpu_prepare: complete for CPython 3.12 manylinux x86-64: every requiremen
 if assumed:
     print(f"gpu_prepare: on the image, version not recorded (assumed to satisfy): {'; '.join(sorted(set(assumed)))}")
 EOF
-echo "gpu_prepare: device commands (carry [\"$DEST\"]), the GPU check, then the scaling run:"
-sed -n 's/^#   DEVICE: //p' benchmarks/gpu_check.sh benchmarks/device_scaling.sh
+echo "gpu_prepare: copy $DEST/ with the repository to the GPU machine; there, the GPU check, then the scaling run:"
+sed -n 's/^#   DEVICE: //p' benchmarks/gpu/gpu_check.sh benchmarks/gpu/device_scaling.sh

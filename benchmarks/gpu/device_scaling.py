@@ -1,8 +1,8 @@
-"""Scaling where there are cores (issue 36): Pong PPO and Ape-X env steps/s on 1 to 9 processes, one table.
+"""Scaling where there are cores: Pong PPO and Ape-X env steps/s on 1 to 9 processes, one table.
 
-    bash benchmarks/device_scaling.sh                  # the lent machine (16 cores, one GPU): at most 5 minutes
-    bash benchmarks/device_scaling.sh --rows p1c,a7    # some rows only (ids below), in the table's order
-    bash benchmarks/device_scaling.sh --dry-run        # here: every row with tiny budgets on the CPU (CI)
+    bash benchmarks/gpu/device_scaling.sh --out-dir scaling_results   # 16 cores and one GPU: at most 5 minutes
+    bash benchmarks/gpu/device_scaling.sh --rows p1c,a7               # some rows only (ids below), in table order
+    bash benchmarks/gpu/device_scaling.sh --dry-run                   # every row with tiny budgets on a CPU (CI)
 
 Every row is one whole ``ding-dist train`` process (``python -m ding_dist.entry.cli train configs/pong_*.py
 --max-env-steps N [--nproc N | --actors N] --set ...``), timed from outside as a user waits: interpreter
@@ -35,8 +35,9 @@ CUDA are ``skipped: no CUDA`` where torch sees none, unless ``--device cpu`` (th
 row, 384 an Ape-X row; PPO: 8 envs stepped in the process, 256-step rollouts; 100-step episodes), one thread a
 process; it shows that every row's code runs and gives each row's start-up cost (``start_s``), nothing more.
 
-Output: the table on stdout; ``$OUT/device_scaling.md`` and ``$OUT/device_scaling.json`` (else ``--json PATH`` and
-the table beside it, else a temporary folder it names), each row's log in ``$OUT/device_scaling_logs.tar.gz``.
+Output: the table on stdout; ``DIR/device_scaling.md`` and ``DIR/device_scaling.json`` (``--out-dir DIR``; else
+``--json PATH`` and the table beside it, else a temporary folder it names), each row's log in one archive beside
+them, ``device_scaling_logs.tar.gz``.
 Exit status: 0 every row ok or skipped, 1 a row failed or timed out, 2 bad arguments.
 """
 
@@ -61,11 +62,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CONFIGS = {"ppo": REPO / "configs" / "pong_ppo_config.py", "apex": REPO / "configs" / "pong_apex_dqn_config.py"}
-DEVICE_COMMAND = (
-    "set -o pipefail; PYTHONUNBUFFERED=1 bash benchmarks/device_scaling.sh 2>&1 | tee $OUT/device_scaling.log"
-)
+DEVICE_COMMAND = "bash benchmarks/gpu/device_scaling.sh --out-dir scaling_results"
 STEPS = 4096  # env steps of a PPO or Ape-X row
 ROW_TIMEOUT_S = 60.0
 BUDGET_S = 280.0
@@ -342,7 +341,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--apex-steps", type=int, default=None, help=f"env steps per Ape-X row ({STEPS}; dry run 384)")
     p.add_argument("--row-timeout", type=float, default=None, help=f"seconds per row ({ROW_TIMEOUT_S:g}; dry run 240)")
     p.add_argument("--budget", type=float, default=None, help=f"seconds for all rows ({BUDGET_S:g}; dry run 1800)")
-    p.add_argument("--json", default=None, help="the JSON file (default $OUT/device_scaling.json)")
+    p.add_argument("--out-dir", default=None, metavar="DIR", help="folder for the table, the JSON and the logs")
+    p.add_argument("--json", default=None, help="the JSON file (default DIR/device_scaling.json)")
     args = p.parse_args(argv)
     dry = args.dry_run
     if args.device is None:
@@ -378,7 +378,7 @@ def rerun_command(results: list[dict[str, Any]]) -> str | None:
 
     Example::
 
-        rerun_command([{"id": "d2", "status": "skipped: budget (9 s of 280 s left)"}])  # '... --rows d2 2>&1 ...'
+        rerun_command([{"id": "d2", "status": "skipped: budget (9 s of 280 s left)"}])  # '... --rows d2 --out-dir ...'
     """
     ids = [r["id"] for r in results if r["status"] != "ok" and not r["status"].startswith("skipped: no CUDA")]
     if not ids:
@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         json_path = Path(args.json)
     else:
-        out_dir = Path(os.environ["OUT"]) if os.environ.get("OUT") else Path(tempfile.mkdtemp(prefix="device_scaling_"))
+        out_dir = Path(args.out_dir) if args.out_dir else Path(tempfile.mkdtemp(prefix="device_scaling_"))
         json_path = out_dir / "device_scaling.json"
     log_dir = Path(tempfile.mkdtemp(prefix="device_scaling_logs_"))
     env_info = _environment(args, cuda)

@@ -1,4 +1,4 @@
-"""What the checks of ``benchmarks/gpu_check.py`` share: :class:`Ctx`, the sizes, the row helpers, the test
+"""What the checks of ``benchmarks/gpu/gpu_check.py`` share: :class:`Ctx`, the sizes, the row helpers, the test
 models, and the helpers that more than one check module uses (the pipeline's device log, a run's result,
 ``rank_cli_train``)."""
 
@@ -19,7 +19,7 @@ from torch import nn
 
 import ding_dist as dd
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CONFIGS = {
     "dqn": REPO / "configs" / "cartpole_dqn_config.py",
     "ppo": REPO / "configs" / "cartpole_ppo_config.py",
@@ -142,7 +142,7 @@ def one_line(exc: BaseException) -> str:
     """``Type: first line of the message`` (a LaunchError's first line names the rank and its error)."""
     text = str(exc).strip()
     first = text.splitlines()[0] if text else ""
-    if isinstance(exc, dd.LaunchError):
+    if isinstance(exc, dd.comm.LaunchError):
         # "rank 0 raised AssertionError: ..." is the useful part; the traceback follows on later lines
         return first
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
@@ -156,7 +156,7 @@ def _sync(device: torch.device) -> None:
 def _rank_device(device: str) -> torch.device:
     """This rank's device for ``device`` (``"cuda"``: its GPU, as the library decides it)."""
     if device == "cuda":
-        index = dd.rank_cuda_index()
+        index = dd.comm.rank_cuda_index()
         torch.cuda.set_device(index)
         return torch.device("cuda", index)
     return torch.device("cpu")

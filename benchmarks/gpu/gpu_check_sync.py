@@ -50,7 +50,7 @@ SYNC_LR = 0.05
 
 def _sync_optimizer(kind: str, params) -> torch.optim.Optimizer:
     if kind == "qadam":
-        return dd.QAdamOptimizer(params, lr=1e-2, warmup_steps=2)
+        return dd.sync.QAdamOptimizer(params, lr=1e-2, warmup_steps=2)
     return torch.optim.SGD(params, lr=SYNC_LR)
 
 
@@ -155,7 +155,7 @@ def rank_pipeline_collectives(device: str) -> dict[str, Any]:
 
     loss = torch.tensor(0.5, device=dev)
     return {
-        "comm_device": str(dd.comm_device()),
+        "comm_device": str(dd.comm.comm_device()),
         "reduce_log": reduce_log({"episodes": 1}, {"train/loss": 0.5}),
         "reduce_log_tensor": reduce_log({"episodes": 1}, {"train/loss": loss}),
         "evaluate_and_share": _Stub(None, None, n_episode=1, stop_value=5.0).evaluate_and_share(),
@@ -209,10 +209,10 @@ def rank_sync_algorithms(
     out: dict[str, Any] = {}
     if device == "cuda":
         out["current_device"] = torch.cuda.current_device()  # before _rank_device sets it: the library's choice
-        out["rank_cuda_index"] = dd.rank_cuda_index()
+        out["rank_cuda_index"] = dd.comm.rank_cuda_index()
     dev = _rank_device(device)
-    out["comm_device"] = str(dd.comm_device())
-    ref_group = dd.new_group([0, 1], backend="gloo")
+    out["comm_device"] = str(dd.comm.comm_device())
+    ref_group = dd.comm.new_group([0, 1], backend="gloo")
     jobs: dict[str, Callable[[], dict[str, Any]]] = {"p2p": lambda: _p2p_exchange(dev)}
     if obs_norm is not None:  # check h0 (not n1): b3's pipeline collectives too
         jobs["b3"] = lambda: rank_pipeline_collectives(device)

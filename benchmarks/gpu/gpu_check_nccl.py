@@ -25,7 +25,7 @@ import ding_dist as dd
 @contextmanager
 def world_of_one(ctx: Ctx) -> Iterator[str]:
     backend = "nccl" if ctx.cuda else "gloo"
-    dd.dist_init(backend=backend, addr="127.0.0.1", port=dd.free_port(), rank=0, world_size=1, timeout=60)
+    dd.dist_init(backend=backend, addr="127.0.0.1", port=dd.comm.free_port(), rank=0, world_size=1, timeout=60)
     try:
         yield backend
     finally:
@@ -62,7 +62,7 @@ def collectives_world_of_one(dev: torch.device, backend: str) -> list[str]:
     dd.allreduce(t, async_op=True).wait()
     same(t, x, "allreduce async_op")
     t = x.clone()
-    dd.allreduce_async(t).wait()
+    dd.comm.allreduce_async(t, op="avg").wait()
     same(t, x, "allreduce_async avg")
     t = x.clone()
     dd.broadcast(t, src=0)
@@ -74,31 +74,31 @@ def collectives_world_of_one(dev: torch.device, backend: str) -> list[str]:
     assert len(gathered) == 1, f"allgather returned {len(gathered)} tensors"
     same(gathered[0], x, "allgather")
     out = torch.empty_like(x)
-    dd.allgather_into_tensor(out, x)
+    dd.comm.allgather_into_tensor(out, x)
     same(out, x, "allgather_into_tensor")
     out = torch.empty_like(x)
-    dd.all_to_all_single(out, x)
+    dd.comm.all_to_all_single(out, x)
     same(out, x, "all_to_all_single")
-    assert dd.reduce_data(2.5) == 2.5 and dd.reduce_data(3) == 3, "reduce_data of numbers"
-    same(dd.reduce_data(x), x, "reduce_data tensor")
+    assert dd.comm.reduce_data(2.5) == 2.5 and dd.comm.reduce_data(3) == 3, "reduce_data of numbers"
+    same(dd.comm.reduce_data(x), x, "reduce_data tensor")
     assert dd.allreduce_data(2.0) == 2.0 and dd.allreduce_data(3, op="avg") == 3.0, "allreduce_data of numbers"
     same(dd.allreduce_data(x, op="max"), x, "allreduce_data tensor")
     host = torch.tensor([1.0, 2.0])
     same(dd.allreduce_data(host), host, "allreduce_data host tensor (moved for the backend and back)")
     g = x.clone()
-    same(dd.allreduce_with_indicator(g, 1), x, "allreduce_with_indicator 1")
+    same(dd.comm.allreduce_with_indicator(g, 1), x, "allreduce_with_indicator 1")
     g = x.clone()
-    same(dd.allreduce_with_indicator(g, torch.tensor(1.0, device=dev)), x, "allreduce_with_indicator tensor")
+    same(dd.comm.allreduce_with_indicator(g, torch.tensor(1.0, device=dev)), x, "allreduce_with_indicator tensor")
     g = x.clone()
-    same(dd.allreduce_with_indicator(g, 0), torch.zeros_like(x), "allreduce_with_indicator 0")
+    same(dd.comm.allreduce_with_indicator(g, 0), torch.zeros_like(x), "allreduce_with_indicator 0")
     dd.barrier()
     done.append("barrier")
     obj = {"a": [1, 2], "b": "x"}
     assert dd.broadcast_object(obj) == obj, "broadcast_object"
-    assert dd.broadcast_object_list([obj, 3]) == [obj, 3], "broadcast_object_list"
-    assert dd.allgather_object(obj) == [obj], "allgather_object"
-    assert dd.allreduce_object(5) == 5, "allreduce_object"
-    assert dd.allreduce_object_async(5).result(timeout=30) == 5, "allreduce_object_async"
+    assert dd.comm.broadcast_object_list([obj, 3]) == [obj, 3], "broadcast_object_list"
+    assert dd.comm.allgather_object(obj) == [obj], "allgather_object"
+    assert dd.comm.allreduce_object(5) == 5, "allreduce_object"
+    assert dd.comm.allreduce_object_async(5).result(timeout=30) == 5, "allreduce_object_async"
     done += [
         "broadcast_object",
         "broadcast_object_list",
@@ -106,28 +106,30 @@ def collectives_world_of_one(dev: torch.device, backend: str) -> list[str]:
         "allreduce_object",
         "allreduce_object_async",
     ]
-    dd.health_check(timeout=30)
+    dd.comm.health_check(timeout=30)
     done.append("health_check")
     net = nn.Linear(3, 2).to(dev)
-    dd.check_consistency(net)
-    dd.check_consistency([p.detach() for p in net.parameters()])
+    dd.comm.check_consistency(net)
+    dd.comm.check_consistency([p.detach() for p in net.parameters()])
     done.append("check_consistency")
-    dd.set_debug(True)  # the debug link checks every collective across ranks first
+    dd.comm.set_debug(True)  # the debug link checks every collective across ranks first
     try:
         t = x.clone()
         dd.allreduce(t, op="avg")
         same(t, x, "allreduce under set_debug(True)")
         assert dd.broadcast_object(obj) == obj, "broadcast_object under set_debug(True)"
     finally:
-        dd.set_debug(False)
-    assert dd.comm_device() == dev, f"comm_device() is {dd.comm_device()}, expected {dev}"
+        dd.comm.set_debug(False)
+    assert dd.comm.comm_device() == dev, f"comm_device() is {dd.comm.comm_device()}, expected {dev}"
     done.append("comm_device")
     if backend == "nccl":
-        assert dd.resolve_device("auto") == dev, f"resolve_device('auto') is {dd.resolve_device('auto')} under nccl"
-        assert dd.backend_device_types() == frozenset({"cuda"}), f"nccl moves {dd.backend_device_types()}"
+        assert dd.comm.resolve_device("auto") == dev, (
+            f"resolve_device('auto') is {dd.comm.resolve_device('auto')} under nccl"
+        )
+        assert dd.comm.backend_device_types() == frozenset({"cuda"}), f"nccl moves {dd.comm.backend_device_types()}"
         try:
             dd.allreduce(torch.ones(2))
-        except dd.DeviceMismatchError:
+        except dd.comm.DeviceMismatchError:
             done.append("host tensor refused")
         else:
             raise AssertionError("a host tensor on nccl was not refused with DeviceMismatchError")
@@ -153,7 +155,7 @@ def distribute_world_of_one(dev: torch.device) -> tuple[list[str], float]:
         net = small_mlp(seed=1).to(dev)
         local = copy.deepcopy(net)
         make_opt = (
-            (lambda ps: dd.QAdamOptimizer(ps, lr=1e-2, warmup_steps=2))
+            (lambda ps: dd.sync.QAdamOptimizer(ps, lr=1e-2, warmup_steps=2))
             if algorithm == "qadam"
             else (lambda ps: torch.optim.Adam(ps, lr=1e-2))
         )
@@ -187,7 +189,7 @@ def distribute_world_of_one(dev: torch.device) -> tuple[list[str], float]:
     net(x).sum().backward()
     assert dd.sync_gradients(net) == 0, "sync_gradients on a world of one issued collectives"
     dd.broadcast_parameters(net)
-    dd.allreduce_parameters(net)
+    dd.sync.allreduce_parameters(net)
     return ok, worst
 
 

@@ -1,5 +1,5 @@
 """Whether a config is written in DI-engine's dialect: the check every config goes through, without importing the
-translation (:mod:`ding_dist.config.ding`), which only DI-engine files need.
+translation (:mod:`ding_dist.config.ding.translate`), which only DI-engine files need.
 
 Example:
     >>> looks_like_ding({"policy": {"cuda": False}}, {"env": {"type": "cartpole"}})

@@ -1,4 +1,4 @@
-"""The checks of ``benchmarks/gpu_check.py``: the table of checks (:data:`CHECKS`), the self test and the
+"""The checks of ``benchmarks/gpu/gpu_check.py``: the table of checks (:data:`CHECKS`), the self test and the
 runner of one check's process; the checks themselves are in the sibling modules, one a group: gpu_check_pipelines
 (a, f), gpu_check_gloo (b, e), gpu_check_nccl (c), gpu_check_learner (d), gpu_check_images (g), gpu_check_sync
 (h, b3, n1), and what they share in gpu_check_common.
