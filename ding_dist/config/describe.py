@@ -140,6 +140,7 @@ def markdown_table(rows: Sequence[KeyRow], strip: str = "", values: bool = False
     the column of what each value must be."""
     head = ["key", *(["value"] if values else []), "default", *(["must be"] if rules else []), "meaning"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
     def cell(text: object) -> str:  # a "|" inside a cell (|TD error|) would end it
         return str(text).replace("|", "\\|")
 
