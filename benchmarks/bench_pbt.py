@@ -130,6 +130,32 @@ def summary(rows: list[dict]) -> list[str]:
     return lines
 
 
+def figure(rows: list[dict], path: Path) -> None:
+    """Per seed, each member's and each independent run's final return; the IQM of the best of K as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for offset, (which, label, color) in enumerate(
+        (("independent_finals", "independent runs", "tab:gray"), ("population_finals", "PBT members", "tab:blue"))
+    ):
+        for i, r in enumerate(rows):
+            x = i + (offset - 0.5) * 0.3
+            ax.scatter([x] * len(r[which]), r[which], s=14, color=color, label=label if i == 0 else None)
+        best = iqm(np.array([max(r[which]) for r in rows]))
+        ax.axhline(best, color=color, lw=1, ls="--", label=f"{label}: IQM of the best of K {best:.1f}")
+    ax.set_xticks(range(len(rows)), [f"seed {r['seed']}" for r in rows])
+    ax.set_ylabel("final evaluation return")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    tmp.replace(path)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="runs/bench_pbt")
@@ -140,7 +166,15 @@ def main() -> None:
     parser.add_argument("--lr-range", default="5e-5,5e-3", help="LOW,HIGH of the learning rate (log-uniform)")
     parser.add_argument("--eval-episodes", type=int, default=32)
     parser.add_argument("--smoke", action="store_true", help="CartPole, 2 members, 2048 env steps, one seed")
+    parser.add_argument("--figure", metavar="PNG", help="also draw the per-seed returns into PNG")
+    parser.add_argument("--from-json", metavar="JSON", help="print the table (and --figure) of an earlier run")
     args = parser.parse_args()
+    if args.from_json:
+        rows = json.loads(Path(args.from_json).read_text())["rows"]
+        print("\n".join(summary(rows)))
+        if args.figure:
+            figure(rows, Path(args.figure))
+        return
     if args.smoke:
         args.seeds, args.population, args.budget, args.interval, args.eval_episodes = "0", 2, 2048, 512, 2
     out = Path(args.out)
@@ -153,6 +187,8 @@ def main() -> None:
     (out / "bench_pbt.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
     for line in summary(rows):
         print(line)
+    if args.figure:
+        figure(rows, Path(args.figure))
     print(f"wrote {out / 'bench_pbt.json'}")
 
 

@@ -173,3 +173,42 @@ def test_plot_of_a_population_marks_its_exploits_and_the_best_members_schedule(t
     assert cli.main(["plot", str(folder)]) == 0
     assert capsys.readouterr().out.strip() == f"wrote {folder / 'learning_curve.png'}"
     assert (folder / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+
+
+# --- learning: a hopeless member is rescued ----------------------------------------------------------------
+HOPELESS_SEED = 28  # pbt.seed whose first draws are 9.2e-4, 1.2e-3, 4.6e-4 and 1.3e-6 (member 3: hopeless)
+HOPELESS_LR = {"learn.learning_rate": {"min": 1e-6, "max": 3e-3, "log": True}}
+HOPELESS_BUDGET = 40_960  # env steps of each member (and of the hopeless member's run alone)
+
+
+def _hopeless_population(exp_dir: str, population: bool) -> dict:
+    from ding_dist.config import load_config
+    from ding_dist.entry import train
+
+    sets = ["env.stop_value=475", "policy.eval.eval_freq=2048"]
+    cfg = load_config("cartpole_ppo_pbt", seed=0, overrides=sets)
+    cfg.pbt.update(population=4 if population else 1, hyperparams=HOPELESS_LR, seed=HOPELESS_SEED)
+    if not population:  # member 3's start, trained alone
+        cfg.policy.learn.learning_rate = initial_values(parse_hyperparams(HOPELESS_LR), 4, HOPELESS_SEED, {})[3][
+            "learn.learning_rate"
+        ]
+    return train(cfg, exp_dir=exp_dir, max_env_steps=HOPELESS_BUDGET, log_summary=False)
+
+
+@pytest.mark.quality
+def test_a_population_with_a_hopeless_learning_rate_reaches_475_and_rescues_it(run_ranks, tmp_path):
+    draws = [v["learn.learning_rate"] for v in initial_values(parse_hyperparams(HOPELESS_LR), 4, HOPELESS_SEED, {})]
+    assert min(draws) == draws[3] and draws[3] < 2e-6 and min(draws[:3]) > 4e-4
+
+    alone = run_ranks(_hopeless_population, 1, str(tmp_path / "alone"), False)[0]
+    assert alone["stopped_by"] == "max_env_steps"  # 1.3e-6 does not learn CartPole in the budget
+
+    result = run_ranks(_hopeless_population, 4, str(tmp_path / "pop"), True)[0]
+    assert result["stopped_by"] == "stop_value"
+    rows = [json.loads(line) for line in (tmp_path / "pop" / "lineage.jsonl").read_text().splitlines()]
+    copies = [r for r in rows if r["member"] == 3 and r["copied_from"] is not None]
+    assert copies, rows  # the hopeless member copied a better one before the population stopped
+    first_copy = copies[0]
+    source = next(r for r in rows if r["round"] == first_copy["round"] and r["member"] == first_copy["copied_from"])
+    ratio = first_copy["new_hyperparams"]["learn.learning_rate"] / source["old_hyperparams"]["learn.learning_rate"]
+    assert min(abs(ratio - 0.8), abs(ratio - 1.2)) < 1e-9  # the source's value, perturbed
