@@ -1,5 +1,5 @@
-"""benchmarks/gpu/gpu_check.sh: its CPU form runs every check that can run without a GPU (so it cannot rot
-between the rare runs on a GPU machine), where .whl/ is prepared with the carried wheels installed as on the
+"""benchmarks/gpu/gpu_check.sh: its CPU form runs every check that can run without a GPU (``-m quality``: run it
+before taking the check to a GPU machine), where .whl/ is prepared with the carried wheels installed as on the
 GPU machine, in an environment without them; a failing, crashing or hanging check is reported in its own row
 while the others still run; without CUDA the plain command says so and exits 2; the commands written in the
 script are those of benchmarks/gpu/README.md; --rerun-failed takes the failed rows of the last run."""
@@ -108,7 +108,7 @@ def cpu_form(tmp_path_factory) -> dict:
     return {"proc": proc, "out": out, "wheels": "GPU_CHECK_SITE" in env, "site": root / "site"}
 
 
-@pytest.mark.slow
+@pytest.mark.quality  # about 45 s on 2 cores: run with -m quality before a GPU machine is used
 def test_cpu_quick_mode_runs_every_check(cpu_form):
     proc, out = cpu_form["proc"], cpu_form["out"]
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
@@ -140,7 +140,7 @@ def test_cpu_quick_mode_runs_every_check(cpu_form):
     assert (out / "gpu_check_failed.txt").read_text() == "\n"
 
 
-@pytest.mark.slow
+@pytest.mark.quality
 def test_cpu_form_installs_the_carried_wheels_in_an_environment_without_them(cpu_form):
     if not cpu_form["wheels"]:
         pytest.skip("no .whl/ folder: run bash benchmarks/gpu/gpu_prepare.sh to check the carried wheels here")

@@ -367,6 +367,7 @@ def _train_ddp_file(exp_dir: str) -> tuple:
     return result["env_steps"], result["train_iters"], result["world_size"]
 
 
+@pytest.mark.quality  # the CLI form (test_cli_trains_di_engine_ddp_file_with_nproc_2_and_set) runs by default
 def test_di_engine_ddp_file_trains_on_two_cpu_processes(run_ranks, tmp_path):
     # per rank: n_sample 8 over 4 envs (2 vector steps); 16 global env steps per collect, 10 collects;
     # updates from env step 64 (the 4th collect on), 8 per collect

@@ -32,7 +32,7 @@ def _train(config: str, exp_dir: str, actors: int, max_env_steps: int):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("actors", [1, 2])
+@pytest.mark.parametrize("actors", [pytest.param(1, marks=pytest.mark.quality), 2])  # 2 actors: the harder case
 @pytest.mark.parametrize(
     "algo", [pytest.param("dqn", marks=pytest.mark.quality), "impala", pytest.param("ppo", marks=pytest.mark.quality)]
 )

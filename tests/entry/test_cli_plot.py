@@ -471,3 +471,10 @@ def test_iqm_wording_only_where_an_iqm_is_computed(tmp_path):
     assert title([*three, *five]) == (
         "IQM (the plain mean where under 4 seeds) and stratified bootstrap 95% CI over the seeds present at each x"
     )
+
+
+def test_python_plot_curves_refuses_a_missing_folder_and_creates_nothing(tmp_path):
+    missing = tmp_path / "no_such_dir" / "x.png"
+    with pytest.raises(ValueError, match="the folder of .*no_such_dir/x.png' does not exist"):
+        plot_curves([str(tmp_path)], missing)
+    assert not missing.parent.exists()

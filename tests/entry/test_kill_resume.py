@@ -39,7 +39,7 @@ TIMED = [
 ]
 
 
-@pytest.mark.parametrize("nproc", [1, 2])
+@pytest.mark.parametrize("nproc", [pytest.param(1, marks=pytest.mark.quality), 2])  # 2 processes by default
 def test_a_sigkilled_run_resumes_from_its_newest_timed_checkpoint(tmp_path, nproc):
     exp = tmp_path / "exp"
     ckpts = CheckpointManager(exp / "ckpt")

@@ -65,7 +65,11 @@ def _resumes_at(tmp_path, exp, step: int) -> None:
 
 @pytest.mark.parametrize(
     "nproc, sig",
-    [(1, signal.SIGINT), (2, signal.SIGINT), pytest.param(2, signal.SIGTERM, marks=pytest.mark.quality)],
+    [
+        pytest.param(1, signal.SIGINT, marks=pytest.mark.quality),
+        (2, signal.SIGINT),
+        pytest.param(2, signal.SIGTERM, marks=pytest.mark.quality),
+    ],
 )
 def test_a_stop_signal_to_every_process_of_the_job_checkpoints_the_step_and_resume_goes_on(tmp_path, nproc, sig):
     """Before: Ctrl-C on one process exited 130 with no checkpoint (resume then refused), and on 2 processes each

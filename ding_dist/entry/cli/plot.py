@@ -535,8 +535,10 @@ def plot_curves(
     Example:
         >>> plot_curves(["runs/dqn_s1", "runs/dqn_s2"], "curve.png", smooth_window=3)  # doctest: +SKIP
     """
-    fig = build_figure(exp_dirs, keys, smooth_window=smooth_window, x=x, group=group, band=band)
     out = Path(out)  # its folder must exist: an output path's missing parent is never created
+    if not out.parent.is_dir():
+        raise ValueError(f"plot_curves: the folder of {str(out)!r} does not exist; create it or choose another path")
+    fig = build_figure(exp_dirs, keys, smooth_window=smooth_window, x=x, group=group, band=band)
     with atomic_open(out, "wb") as f:
         fig.savefig(f, format="png", dpi=110)
     return out
