@@ -2,7 +2,8 @@
 
 Layers, bottom up: ``comm``; ``sync``, ``data``, ``envs``, ``optim``; ``policy``, ``utils``; ``config``,
 ``worker``; ``entry``, ``compat``. Every import counts, also one inside a function (such imports are how
-circles hide). ``ding_dist/__init__.py``, the facade that re-exports names lazily, belongs to no layer.
+circles hide). ``ding_dist/__init__.py``, the facade that re-exports names lazily, and ``ding_dist/_lazy.py``, the
+lazy-import helper every layer uses, belong to no layer; the helper imports nothing of the package.
 """
 
 from __future__ import annotations
@@ -131,3 +132,7 @@ def test_the_checks_see_what_they_look_for():
     assert "ding_dist.entry.experiment" in graph["ding_dist.entry.pipeline"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _layer("ding_dist.entry.cli") == 4 and _layer("ding_dist.comm.init") == 0
+
+
+def test_the_lazy_import_helper_imports_nothing_of_the_package():
+    assert _graph()["ding_dist._lazy"] == set()

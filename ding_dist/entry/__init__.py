@@ -9,15 +9,7 @@ Names load on first use (PEP 562), so ``ding-dist --help`` does not import torch
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ding_dist._lazy import lazy_names
 
 __all__ = ["evaluate", "load_config", "serial_pipeline", "serial_pipeline_onpolicy", "train"]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(".pipeline", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, dict.fromkeys(__all__, ".pipeline"))

@@ -9,8 +9,7 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ding_dist._lazy import lazy_names
 
 _NAMES = {
     "CheckpointError": ".checkpoint",
@@ -39,16 +38,4 @@ _NAMES = {
 }
 
 __all__ = sorted(_NAMES)
-
-
-def __getattr__(name: str) -> Any:
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_NAMES])
+__getattr__, __dir__ = lazy_names(__name__, _NAMES)
