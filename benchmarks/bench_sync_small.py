@@ -1,13 +1,16 @@
 """Small networks: our engine vs torch DDP vs one hand-written flat allreduce, 2 gloo ranks.
 
-Run:  python benchmarks/bench_sync_small.py [--rounds 3000] [--rows bagua,mlp] [--hidden 128] [--batch 64]
+Run:  python benchmarks/bench_sync_small.py [--rounds 3000] [--rows bagua,mlp,minatar] [--hidden 128] [--batch 64]
 
 RL policies are tiny, so a training step is bound by the latency of one collective, not by bandwidth, and
 whatever the engine does per step on top of it shows. Two rows:
 
 - ``bagua``: Bagua's test network (2 -> 10 -> 50 -> 4, 770 parameters), SGD lr 0.01, batch 4, MSE, the
   network and settings of Bagua's ``test_model_switch``;
-- ``mlp``: a DQN-sized MLP (4 -> 128 -> 128 -> 2, 17k parameters), Adam, batch 64.
+- ``mlp``: a DQN-sized MLP (4 -> 128 -> 128 -> 2, 17k parameters), Adam, batch 64;
+- ``minatar`` (not in the default rows): the MinAtar network of the PPO and DQN rows (a 16-filter 3x3 conv on a
+  6x10x10 0/1 grid, a 128-unit layer, 6 outputs: 133k parameters), Adam, batch ``--batch`` per rank (512 is
+  SpaceInvaders PPO's minibatch of 1,024 on 2 ranks).
 
 Per training step (zero_grad + forward + backward + sync + optimizer step): the engine (default options: the
 non-finite skip is on), the engine without the non-finite check, torch's DistributedDataParallel, a manual
@@ -56,6 +59,14 @@ def _row(name: str, hidden: int, batch: int) -> tuple[Callable[[], nn.Module], C
     gen = torch.Generator().manual_seed(0)
     if name == "bagua":
         return BaguaNet, lambda ps: torch.optim.SGD(ps, lr=0.01), torch.randn(4, 2, generator=gen), torch.randn(4, 4)
+    if name == "minatar":
+        from ding_dist.policy.encoders import MinAtarCNN
+
+        def minatar_net() -> nn.Module:
+            return nn.Sequential(MinAtarCNN((6, 10, 10)), nn.Linear(128, 6))
+
+        grid = (torch.rand(batch, 6, 10, 10, generator=gen) < 0.2).to(torch.uint8)
+        return minatar_net, lambda ps: torch.optim.Adam(ps), grid, torch.zeros(batch, 6)
     x = torch.randn(batch, 4, generator=gen)
     return lambda: _mlp(hidden), lambda ps: torch.optim.Adam(ps), x, torch.zeros(batch, 2)
 
@@ -124,21 +135,21 @@ def _measure(rounds: int, rows: list[str], hidden: int, batch: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3000)
-    parser.add_argument("--rows", default="bagua,mlp", help="comma-separated: bagua, mlp")
+    parser.add_argument("--rows", default="bagua,mlp", help="comma-separated: bagua, mlp, minatar")
     parser.add_argument("--hidden", type=int, default=128, help="hidden width of the mlp row")
     parser.add_argument("--batch", type=int, default=64, help="batch of the mlp row")
     args = parser.parse_args()
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
-    unknown = sorted(set(rows) - {"bagua", "mlp"})
+    unknown = sorted(set(rows) - {"bagua", "mlp", "minatar"})
     if unknown:
-        parser.error(f"unknown rows {unknown}; choose from bagua, mlp")
+        parser.error(f"unknown rows {unknown}; choose from bagua, mlp, minatar")
     results = dd.launch(_measure, 2, args.rounds, rows, args.hidden, args.batch, timeout=3600)[0]
     for row, result in results.items():
-        what = (
-            "Bagua's test network, SGD, batch 4"
-            if row == "bagua"
-            else f"MLP 4-{args.hidden}-{args.hidden}-2, Adam, batch {args.batch}"
-        )
+        what = {
+            "bagua": "Bagua's test network, SGD, batch 4",
+            "mlp": f"MLP 4-{args.hidden}-{args.hidden}-2, Adam, batch {args.batch}",
+            "minatar": f"MinAtar network, Adam, batch {args.batch} per rank",
+        }[row]
         print(f"2 gloo ranks, {what} ({result['params']} parameters), {args.rounds} interleaved rounds")
         print(f"{'variant':<24}{'ms/step':>10}{'/ DDP':>10}")
         for name, value in result["ms"].items():

@@ -170,7 +170,8 @@ ACTOR_LEARNER_KEYS = _section(
         "learner_threads",
         "auto",
         "torch threads of a learner; 'auto': OMP_NUM_THREADS when set, else for a CNN "
-        "the cores its host's actors leave (>= 2), else 1",
+        "the cores its host's actors leave (>= 2), for large updates on vectors up to those cores while "
+        "they are idle (the thread governor), else 1",
         _THREADS,
     ),
     Key("actor_threads", "auto", "torch threads of an actor; 'auto': OMP_NUM_THREADS when set, else 1", _THREADS),

@@ -21,7 +21,8 @@ Config keys (section ``actor_learner``): declared once, with their defaults, mea
 :data:`ding_dist.config.sections.ACTOR_LEARNER_KEYS` (``ding-dist config show``, docs/actor_learner.md);
 ``ding-dist train --actors N --learners M`` sets the first two. ``learner_threads="auto"``: ``OMP_NUM_THREADS`` when
 you set it, else for a convolutional network the cores its host's actors leave, at least 2 for one learner
-(:func:`role_threads`), else 1.
+(:func:`role_threads`); for large updates on vectors (Hopper SAC's) up to those cores while the actors leave them
+idle (:class:`~ding_dist.entry.threads.ThreadGovernor`); else 1.
 
 Example::
 

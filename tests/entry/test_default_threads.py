@@ -1,15 +1,20 @@
-"""Torch threads per process: one for vector observations, the cores shared by local processes for images."""
+"""Torch threads per process: one for small networks, the cores shared by local processes for images, and the
+governor that gives wide networks the cores other processes leave idle."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
-from ding_dist.entry.threads import default_threads
+import ding_dist.entry.threads as threads_module
+from ding_dist.entry.threads import ThreadGovernor, adaptive_threads, default_threads
 
 IMAGE = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
 VECTOR = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -75,3 +80,141 @@ def test_actor_learner_roles_share_the_cores_and_take_their_config(monkeypatch):
     check_actor_learner_config({"learner_threads": "2"})  # as --set actor_learner.learner_threads=2 leaves it
     with pytest.raises(ConfigError, match="must be \"auto\" or an int >= 1, got 'two'"):
         check_actor_learner_config({"actor_threads": "two"})
+
+
+def _fake_samples(loads):
+    """A sample function whose others' load over each 1-second step is the next of ``loads`` (cores)."""
+    state = {"t": 0.0, "busy": 0.0, "own": 0.0}
+
+    def sample():
+        return state["t"], state["busy"], state["own"]
+
+    def step(others, own=1.0):
+        state["t"] += 1.0
+        state["busy"] += others + own
+        state["own"] += own
+
+    return sample, step
+
+
+@pytest.mark.parametrize(("others", "threads"), [(0.0, 4), (0.1, 4), (0.2, 3), (1.0, 3), (1.3, 2), (2.9, 1), (8.0, 1)])
+def test_governor_takes_the_cores_the_other_processes_leave(others, threads):
+    # 4 cores (the fixture's affinity); others' share above the 0.15 margin costs a whole core
+    sample, step = _fake_samples([])
+    torch.set_num_threads(1)
+    governor = ThreadGovernor(4, interval_s=0.0, sample=sample)
+    step(others, own=2.0)
+    assert governor.tick() == threads
+    assert torch.get_num_threads() == threads
+
+
+def test_governor_drops_to_one_when_other_work_starts_and_rises_when_it_ends():
+    sample, step = _fake_samples([])
+    torch.set_num_threads(1)
+    governor = ThreadGovernor(2, interval_s=0.0, sample=sample)
+    counts = []
+    for others in (0.02, 0.05, 3.5, 3.9, 0.0):
+        step(others, own=1.7)
+        counts.append(governor.tick())
+    assert counts == [2, 2, 1, 1, 2]
+    assert governor.seconds_at == {1: 3.0, 2: 2.0}  # 1 s at the start, 2 s while the others ran; 2 s at 2
+    assert set(governor.split()) == {"1", "2"}
+
+
+def test_governor_waits_its_interval():
+    sample, step = _fake_samples([])
+    torch.set_num_threads(1)
+    governor = ThreadGovernor(2, interval_s=3600.0, sample=sample)
+    step(0.0)
+    assert governor.tick() == 1  # an hour has not passed: no new decision
+    assert torch.get_num_threads() == 1
+
+
+@pytest.mark.parametrize(
+    ("omp", "space", "work", "local_world", "device", "governed"),
+    [
+        (None, VECTOR, 352_000 * 256, 1, "cpu", True),  # Hopper SAC's 256-256 networks, batch 256
+        (None, GRID, 133_000 * 1024, 1, "cpu", True),  # MinAtar PPO, minibatch 1,024
+        (None, GRID, 266_000 * 32, 1, "cpu", False),  # MinAtar DQN, batch 32: too little work
+        (None, IMAGE, 1_000, 1, "cpu", True),  # Atari frames, whatever the batch
+        (None, VECTOR, 17_000 * 64, 1, "cpu", False),  # CartPole-sized: one thread
+        ("2", VECTOR, 352_000 * 256, 1, "cpu", False),  # your OMP_NUM_THREADS fixes it
+        (None, VECTOR, 352_000 * 256, 4, "cpu", False),  # one core per local process
+        (None, VECTOR, 352_000 * 256, 2, "cpu", True),  # two each
+        (None, VECTOR, 352_000 * 256, 1, "meta", False),  # a policy off the CPU
+    ],
+)
+def test_which_runs_are_governed(monkeypatch, omp, space, work, local_world, device, governed):
+    if omp is not None:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(local_world))
+    monkeypatch.setattr(threads_module, "_cpu_sample", lambda cores: (0.0, 0.0, 0.0))
+    governor = adaptive_threads(space, work, device)
+    assert (governor is not None) == governed
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and two cores")  # fmt: skip
+def test_governor_sees_a_real_busy_process(monkeypatch):
+    # the governor's process on two cores, a busy loop pinned to one of them: one thread
+    two = sorted(os.sched_getaffinity(0))[:2]
+    monkeypatch.undo()  # the real affinity
+    before = os.sched_getaffinity(0)
+    spin = f"import os\nos.sched_setaffinity(0, {{{two[0]}}})\nwhile True: pass"
+    busy = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        os.sched_setaffinity(0, set(two))
+        time.sleep(0.5)
+        torch.set_num_threads(2)
+        governor = ThreadGovernor(2, interval_s=0.0)
+        time.sleep(1.0)
+        assert governor.tick() == 1
+    finally:
+        busy.kill()
+        busy.wait(timeout=10)
+        os.sched_setaffinity(0, before)
+
+
+@pytest.mark.parametrize(
+    ("files", "cores"),
+    [
+        ({"cpu.max": "150000 100000"}, 2),  # docker --cpus=1.5: two threads' worth, rounded up
+        ({"cpu.max": "max 100000"}, 4),  # no quota: the affinity (the fixture's 4)
+        ({"quota": "300000", "period": "100000"}, 3),  # cgroup v1
+        ({"quota": "-1", "period": "100000"}, 4),
+        ({"cpu.max": "800000 100000"}, 4),  # a quota above the affinity does not add cores
+        ({}, 4),  # no cgroup files at all
+    ],
+)
+def test_cpu_cores_follow_a_containers_quota(monkeypatch, tmp_path, files, cores):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text + "\n")
+    v2, v1 = (str(tmp_path / "cpu.max"),), (str(tmp_path / "quota"), str(tmp_path / "period"))
+    monkeypatch.setattr(threads_module, "CGROUP_CPU_FILES", (v2, v1))
+    assert threads_module.cpu_cores() == cores
+
+
+def test_a_learner_is_governed_up_to_the_cores_its_actors_leave(monkeypatch):
+    from ding_dist.entry.roles import Roles, role_threads
+
+    monkeypatch.setattr(threads_module, "_cpu_sample", lambda cores: (0.0, 0.0, 0.0))
+    hopper = 350_000 * 256
+    # 8 cores, 1 learner + 3 actors on one host: up to 5 threads; 2 cores, 1 + 1: the 2 a lone learner shares
+    for cores, roles, most in ((8, Roles(learners=1, actors=3), 5), (2, Roles(learners=1, actors=1), 2)):
+        role = role_threads({}, roles, 0, cores=cores, local_world=roles.world_size)
+        governor = adaptive_threads(VECTOR, hopper, "cpu", most=role["image_threads"])
+        assert governor.most == most
+    two_learners = Roles(learners=2, actors=2)  # 4 cores: one thread each, nothing to govern
+    role = role_threads({}, two_learners, 0, cores=4, local_world=two_learners.world_size)
+    assert adaptive_threads(VECTOR, hopper, "cpu", most=role["image_threads"]) is None
+
+
+def test_update_work_is_weights_times_the_ranks_batch():
+    from types import SimpleNamespace
+
+    from ding_dist.entry.threads import update_work
+
+    net = torch.nn.Linear(10, 3)  # 33 weights
+    policy = SimpleNamespace(named_weights=lambda: {"model.weight": net.weight, "model.bias": net.bias})
+    assert update_work(policy, SimpleNamespace(rank_batch=64, rank_n_sample=512)) == 33 * 64
+    assert update_work(policy, SimpleNamespace(rank_batch=None, rank_n_sample=512)) == 33 * 512  # a whole rollout

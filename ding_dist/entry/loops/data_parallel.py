@@ -50,7 +50,7 @@ from ding_dist.entry.services.failures import (
 from ding_dist.entry.services.metrics import Metrics
 from ding_dist.entry.services.phases import Phases
 from ding_dist.entry.services.run_folder import save_run_config, write_result
-from ding_dist.entry.threads import default_threads
+from ding_dist.entry.threads import adaptive_threads, default_threads, update_work
 from ding_dist.envs import make_vec_env
 from ding_dist.policy.base import policy_sync_group
 from ding_dist.utils import progress_bar, shown_path
@@ -112,6 +112,9 @@ class DataParallelLoop:
                 self.buffer = make_replay_buffer(cfg, *space, venv.num_envs, replay_capacity(cfg, self.world),
                                                  seeds.integer("replay", self.rank))  # fmt: skip
             default_threads(self.policy.obs_space)  # more than one only for image observations
+            # updates with enough work take idle cores while they stay idle
+            work = update_work(self.policy, self.plan)
+            self.threads = adaptive_threads(self.policy.obs_space, work, self.policy.device)
             if state is not None:
                 self.ckpt.restore(state, self.policy, self.buffer, self.counters)
         except BaseException:  # e.g. SIGTERM while the envs start: close what is open, no orphans
@@ -236,6 +239,8 @@ class DataParallelLoop:
                      close=lambda: (bar.close(), self.close()), group=stop_group), \
                 Preemption(stop_group, stop_world) as preempted:  # fmt: skip
             while exp.max_env_steps is None or c.env_steps < exp.max_env_steps:
+                if self.threads is not None:
+                    self.threads.tick()
                 with phases("collect"):
                     rollout = self.collector.collect(n_vec, c.env_steps, self.preemption)
                 collected, global_collected = local_per_iter, global_per_iter
@@ -296,4 +301,5 @@ class DataParallelLoop:
                 self.checkpoint()
                 self.ckpt.finish()  # the last checkpoint is on disk before the result says the run ended
         return write_result(exp, self.policy, c, stopped_by, time.perf_counter() - wall_start,
-                            checkpoint=self.ckpt.written(), phases_s=phases.split())  # fmt: skip
+                            checkpoint=self.ckpt.written(), phases_s=phases.split(),
+                            **({"threads_s": self.threads.split()} if self.threads is not None else {}))  # fmt: skip

@@ -49,7 +49,7 @@ from ding_dist.entry.services.failures import (
 from ding_dist.entry.services.metrics import Metrics, finish_replay_values, replay_values
 from ding_dist.entry.services.phases import Phases
 from ding_dist.entry.services.run_folder import save_run_config, write_result
-from ding_dist.entry.threads import cpu_cores, default_threads
+from ding_dist.entry.threads import adaptive_threads, cpu_cores, default_threads, threaded_image, update_work
 from ding_dist.envs import make_vec_env
 from ding_dist.policy.base import policy_sync_group
 from ding_dist.utils import progress_bar, shown_path
@@ -133,8 +133,12 @@ class LearnerLoop:
                                                 seeds.integer("replay", a)) for a in self.actors}  # fmt: skip
                 self.buffer = ReplayShards(shards)
             # more than one only for image observations, or as actor_learner.learner_threads says
-            default_threads(self.policy.obs_space, **role_threads(cfg.actor_learner, roles, self.rank, cpu_cores(),
-                                                                  get_local_size()))  # fmt: skip
+            role = role_threads(cfg.actor_learner, roles, self.rank, cpu_cores(), get_local_size())
+            default_threads(self.policy.obs_space, **role)
+            self.threads = None  # large updates on vectors: the cores the actors leave, while they leave them idle
+            if role["threads"] is None and role["image_threads"] is not None and not threaded_image(obs_space):
+                self.threads = adaptive_threads(obs_space, update_work(self.policy, self.plan), self.policy.device,
+                                                most=role["image_threads"])  # fmt: skip
             if state is not None:
                 self.ckpt.restore(state, self.policy, self.buffer, self.counters)
         except BaseException:  # e.g. SIGTERM while the envs start: close what is open, no orphans
@@ -224,6 +228,8 @@ class LearnerLoop:
                      close=lambda: (bar.close(), self.close()), group=self.learn_group), \
                 Preemption(self.learn_group, world=self.roles.learners) as preempted:  # fmt: skip
             while self.exp.max_env_steps is None or c.env_steps < self.exp.max_env_steps:
+                if self.threads is not None:
+                    self.threads.tick()
                 waited = time.perf_counter()
                 with phases("wait_data"):
                     chunk = self._next_chunk(receiver, preempted)  # waits for data
@@ -314,6 +320,7 @@ class LearnerLoop:
             time.perf_counter() - wall_start,
             checkpoint=self.ckpt.written(),
             phases_s=phases.split(),
+            **({"threads_s": self.threads.split()} if self.threads is not None else {}),
             actor_learner={
                 "role": "learner",
                 "learners": self.roles.learners,
