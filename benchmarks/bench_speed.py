@@ -15,7 +15,7 @@ The **limit** is what the machine allows: the env stepped alone with random acti
 the same number of envs; Pong: ours, as it preprocesses frames) plus the updates alone (ours, on batches of the same
 sizes, as many as the run makes), each timed in a process of its own. Printed: the ratios ours / SB3 and ours /
 limit, and where the time of our runs went (``result.json``'s ``phases_s``: start-up, collect, learn, log, eval,
-checkpoint; the 2-process variant's rank 0).
+checkpoint; the 2-process variant's rank 0) and, where the thread governor ran, the seconds at each thread count.
 
 Run:  python benchmarks/bench_speed.py [--rows spaceinvaders_ppo,hopper_sac] [--reps 3] [--json out.json]
       (SB3 from the ``bench`` extra: pip install -e '.[bench]')
@@ -83,7 +83,8 @@ def run_ours(name: str, config: Path, folder: Path, extra: list[str], tag: str) 
            "--max-env-steps", str(budget), "--set", "env.stop_value=None", *extra]  # fmt: skip
     wall = _timed(cmd, folder / f"{exp.name}.log")
     result = json.loads((exp / "result.json").read_text())
-    return {"wall_s": wall, "env_steps": result["env_steps"], "phases_s": result.get("phases_s", {})}
+    return {"wall_s": wall, "env_steps": result["env_steps"], "phases_s": result.get("phases_s", {}),
+            "threads_s": result.get("threads_s")}  # fmt: skip
 
 
 def run_sb3(row: object, folder: Path) -> dict:
@@ -253,6 +254,10 @@ def main() -> None:
             print(f"  ours every core / 1 process env steps/s  {_ratio(med['ours_1'], med['ours_all'])}")
             print(f"  split, 1 process (s):     {_split(runs['ours_1'][0]['phases_s'])}")
             print(f"  split, every core (s):    {_split(runs['ours_all'][0]['phases_s'])}")
+            for label, key in (("1 process", "ours_1"), ("every core", "ours_all")):
+                threads = runs[key][0].get("threads_s")  # the thread governor's seconds per thread count
+                if threads:
+                    print(f"  torch threads, {label} (s): " + ", ".join(f"{n}: {t:.0f}" for n, t in threads.items()))
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1))
 
