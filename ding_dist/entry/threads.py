@@ -29,6 +29,7 @@ __all__ = [
     "adaptive_threads",
     "cpu_cores",
     "default_threads",
+    "local_processes",
     "threaded_image",
     "update_work",
 ]
@@ -42,6 +43,19 @@ CGROUP_CPU_FILES: tuple[tuple[str, ...], ...] = (
     ("/sys/fs/cgroup/cpu.max",),
     ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us"),
 )
+
+
+def local_processes() -> int:
+    """Processes of this run on this machine: the running group's local size (``ding_dist.launch`` knows it without
+    ``LOCAL_WORLD_SIZE``), or the launcher's ``LOCAL_WORLD_SIZE``, whichever is larger; 1 for a lone process.
+
+    Example:
+        >>> local_processes()
+        1
+    """
+    from ding_dist.comm import get_local_size
+
+    return max(1, get_local_size(), int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
 
 
 def _cpu_quota() -> int | None:
@@ -124,7 +138,7 @@ def default_threads(
     elif image and image_threads is not None:
         threads = image_threads
     elif image:
-        threads = max(1, cpu_cores() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+        threads = max(1, cpu_cores() // local_processes())
     else:
         threads = 1
     if torch.get_num_threads() != threads:  # also a rank forked from a launcher that imported torch earlier
@@ -242,7 +256,7 @@ def adaptive_threads(
     """A :class:`ThreadGovernor` for a rank that learns, or None where its threads stay fixed: ``OMP_NUM_THREADS``
     set by you, a policy off the CPU, an update of less than :data:`MIN_THREADED_WORK` (``work``: the policy's
     weights times the rank's batch) unless its observations are images, or fewer than 2 threads to give: ``most``,
-    by default the cores per local process (``LOCAL_WORLD_SIZE``; an actor-learner learner: the cores its host's
+    by default the cores per local process (:func:`local_processes`; an actor-learner learner: the cores its host's
     actors leave).
 
     Example::
@@ -257,7 +271,7 @@ def adaptive_threads(
     if work < MIN_THREADED_WORK and not threaded_image(obs_space):
         return None
     if most is None:
-        most = cpu_cores() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+        most = cpu_cores() // local_processes()
     if most < 2:
         return None
     governor = ThreadGovernor(most)

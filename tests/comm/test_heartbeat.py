@@ -188,7 +188,7 @@ def _freeze(who: int, stderr_file: str, start_own: bool) -> str:
     return "not frozen"
 
 
-@pytest.mark.parametrize("who", [0, 1])
+@pytest.mark.parametrize("who", [0, pytest.param(1, marks=pytest.mark.quality)])
 def test_launch_kills_and_names_a_frozen_rank(who, tmp_path, monkeypatch):
     for name, value in FAST.items():
         monkeypatch.setenv(name, value)

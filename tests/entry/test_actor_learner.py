@@ -291,7 +291,7 @@ def test_cli_trains_two_actors_and_one_learner_and_sigterm_leaves_no_process(tmp
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("victim", [2, 0], ids=["actor", "learner"])
+@pytest.mark.parametrize("victim", [pytest.param(2, marks=pytest.mark.quality), 0], ids=["actor", "learner"])
 def test_cli_killed_rank_ends_the_job_with_a_summary_naming_it(tmp_path, victim):
     """Under torchrun a process that dies ends the whole job (its agent stops every rank): the summary names
     it, nothing hangs and no process is left (``on_actor_death=continue`` applies where the launcher lets the

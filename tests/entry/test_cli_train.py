@@ -139,7 +139,7 @@ def test_unknown_config_key_from_set_is_a_clean_error(tmp_path, capsys):
     assert "'policy.learn.batch_size'" in err[-1]
 
 
-@pytest.mark.parametrize("start", ["fork", "subprocess"])
+@pytest.mark.parametrize("start", ["fork", pytest.param("subprocess", marks=pytest.mark.quality)])
 def test_train_two_processes_with_nproc(tmp_path, start):
     """Ranks forked from the launcher (the default with a CPU-only torch) or started as fresh interpreters
     (with CUDA) train the same."""

@@ -218,3 +218,16 @@ def test_update_work_is_weights_times_the_ranks_batch():
     policy = SimpleNamespace(named_weights=lambda: {"model.weight": net.weight, "model.bias": net.bias})
     assert update_work(policy, SimpleNamespace(rank_batch=64, rank_n_sample=512)) == 33 * 64
     assert update_work(policy, SimpleNamespace(rank_batch=None, rank_n_sample=512)) == 33 * 512  # a whole rollout
+
+
+def _local_processes_and_env():
+    from ding_dist.entry.threads import local_processes
+
+    return local_processes(), os.environ.get("LOCAL_WORLD_SIZE")
+
+
+def test_ranks_of_launch_count_each_other_without_local_world_size():
+    from ding_dist.comm import launch
+
+    # two ranks on this machine share its cores, though nothing set LOCAL_WORLD_SIZE
+    assert launch(_local_processes_and_env, 2, timeout=120) == [(2, None), (2, None)]
