@@ -4,6 +4,7 @@ project's issue (``opendilab/DI-engine#665``) or a URL stays allowed."""
 
 from __future__ import annotations
 
+import codecs
 import re
 from pathlib import Path
 
@@ -16,13 +17,13 @@ THIS = Path(__file__).resolve()
 # "issue 12", "issues 21, 23"; "#12" not glued to a word, a path, a quote or another "#" (so owner/repo#12, URLs'
 # fragments, hex colours "#000000" and shell's "$#" are no hits)
 ISSUE = re.compile(r"\bissues? \d+|(?<![\w/.#&'\"$-])#\d{1,5}\b", re.I)
-WORDS = REPO / "tools" / "tooling_words.txt"  # the words themselves live outside the checked trees
+WORDS = REPO / "tools" / "tooling_words.txt"  # the words themselves live outside the checked trees, rot13-encoded
 
 
 def _words(kind: str) -> list[str]:
-    """The ``kind: ...`` lines of tools/tooling_words.txt (``pattern``, ``hit`` or ``spare``)."""
+    """The ``kind: ...`` lines of tools/tooling_words.txt (``pattern``, ``hit`` or ``spare``), decoded."""
     lines = WORDS.read_text(encoding="utf-8").splitlines()
-    return [line.split(": ", 1)[1] for line in lines if line.startswith(f"{kind}: ")]
+    return [codecs.decode(line.split(": ", 1)[1], "rot13") for line in lines if line.startswith(f"{kind}: ")]
 
 
 TOOLING = re.compile("|".join(_words("pattern")), re.I)
