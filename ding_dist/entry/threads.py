@@ -20,6 +20,8 @@ from typing import Any
 import gymnasium as gym
 import torch
 
+from ding_dist.comm import get_local_size
+
 __all__ = [
     "CGROUP_CPU_FILES",
     "MIN_THREADED_PIXELS",
@@ -53,8 +55,6 @@ def local_processes() -> int:
         >>> local_processes()
         1
     """
-    from ding_dist.comm import get_local_size
-
     return max(1, get_local_size(), int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
 
 
@@ -201,6 +201,8 @@ class ThreadGovernor:
         self.threads = torch.get_num_threads()
         self.seconds_at: dict[int, float] = {}
         self._since = self._last[0] if self._last is not None else time.monotonic()
+        #: False where the OS gives no CPU times (no ``/proc/stat``): the count then never changes
+        self.measurable = self._last is not None
         self._announced = False
         self._due = time.monotonic() + interval_s
 
@@ -275,4 +277,4 @@ def adaptive_threads(
     if most < 2:
         return None
     governor = ThreadGovernor(most)
-    return governor if governor._last is not None else None
+    return governor if governor.measurable else None

@@ -82,8 +82,8 @@ def test_actor_learner_roles_share_the_cores_and_take_their_config(monkeypatch):
         check_actor_learner_config({"actor_threads": "two"})
 
 
-def _fake_samples(loads):
-    """A sample function whose others' load over each 1-second step is the next of ``loads`` (cores)."""
+def _fake_samples():
+    """A sample function and ``step(others, own)``: one second passes, the other processes take ``others`` cores."""
     state = {"t": 0.0, "busy": 0.0, "own": 0.0}
 
     def sample():
@@ -100,7 +100,7 @@ def _fake_samples(loads):
 @pytest.mark.parametrize(("others", "threads"), [(0.0, 4), (0.1, 4), (0.2, 3), (1.0, 3), (1.3, 2), (2.9, 1), (8.0, 1)])
 def test_governor_takes_the_cores_the_other_processes_leave(others, threads):
     # 4 cores (the fixture's affinity); others' share above the 0.15 margin costs a whole core
-    sample, step = _fake_samples([])
+    sample, step = _fake_samples()
     torch.set_num_threads(1)
     governor = ThreadGovernor(4, interval_s=0.0, sample=sample)
     step(others, own=2.0)
@@ -109,7 +109,7 @@ def test_governor_takes_the_cores_the_other_processes_leave(others, threads):
 
 
 def test_governor_drops_to_one_when_other_work_starts_and_rises_when_it_ends():
-    sample, step = _fake_samples([])
+    sample, step = _fake_samples()
     torch.set_num_threads(1)
     governor = ThreadGovernor(2, interval_s=0.0, sample=sample)
     counts = []
@@ -122,7 +122,7 @@ def test_governor_drops_to_one_when_other_work_starts_and_rises_when_it_ends():
 
 
 def test_governor_waits_its_interval():
-    sample, step = _fake_samples([])
+    sample, step = _fake_samples()
     torch.set_num_threads(1)
     governor = ThreadGovernor(2, interval_s=3600.0, sample=sample)
     step(0.0)
