@@ -262,7 +262,7 @@ class SyncEngine:
                 on_skip(state)
             return bad, (int(max(values)) if flagged else None)
 
-        self.guard.defer(flags, judge, self.link.world_size)
+        self.guard.defer(flags, judge, self.link.world_size, host=on_skip is not None)
 
     def reset(self) -> None:
         """Forget a backward pass that died half-way (e.g. an exception inside backward)."""
@@ -381,12 +381,18 @@ class DistributedModel(nn.Module):
             >>> model.nonfinite_skips
             0
         """
-        return self._guard.skips if self._guard is not None else 0
+        if self._guard is None:
+            return 0
+        self._guard.read_counters()  # where the verdict stays on the device: one read, here
+        return self._guard.skips
 
     @property
     def consecutive_nonfinite_skips(self) -> int:
         """Skipped steps in a row up to now (0 after a step with a finite gradient)."""
-        return self._guard.consecutive if self._guard is not None else 0
+        if self._guard is None:
+            return 0
+        self._guard.read_counters()
+        return self._guard.consecutive
 
     def comm_stats(self) -> dict[str, int]:
         """Counters since the last :meth:`reset_comm_stats`: ``bytes_sent`` (wire estimate),
@@ -530,7 +536,9 @@ def distribute(
     ``bytegrad``). On a world of one no gradient hook is installed. Returns the optimizer passed in.
 
     ``skip_nonfinite=True``: when the synchronized gradient holds a NaN/inf (on any rank), every rank
-    drops it (``.grad = None``) in a pre-hook of ``optimizer.step()`` (the one host read of the step),
+    drops it (``.grad = None``) in a pre-hook of ``optimizer.step()`` (the one host read of the step;
+    on an accelerator with fused torch optimizers the flag goes to the optimizer's ``found_inf`` instead
+    and nothing is read, see :mod:`ding_dist.sync.nonfinite`),
     so the step changes nothing, counts the skip in ``model.nonfinite_skips`` and, after
     ``max_nonfinite_skips`` skips in a row (0 or ``None``: never), raises
     :class:`~ding_dist.sync.nonfinite.NonFiniteGradientError` on every rank. Without an optimizer each

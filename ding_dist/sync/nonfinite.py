@@ -14,6 +14,15 @@ collectives in backward (as in torch DDP). The guard reads the flags of all back
 at once, in a pre-hook of ``optimizer.step()`` (one device-to-host read per step). Without an
 optimizer bound there is no step to wait for, and each backward pass is judged at its end.
 
+Where that read would make the host wait for an accelerator and every bound optimizer is a fused torch
+optimizer (``fused=True``, which takes a ``found_inf`` flag as ``torch.amp.GradScaler`` uses it), the
+verdict never leaves the device: the pre-hook hands the optimizer a 0-dim flag, its kernel leaves
+parameters, moments and step counts untouched when the flag is 1, and the skip counters are sums on the
+device. They are read every ``_READ_EVERY`` steps and whenever ``model.nonfinite_skips`` is asked for (the
+learner asks once per log line), so the warning and :class:`NonFiniteGradientError` come at that read, at
+most ``_READ_EVERY`` steps late; the skipped steps changed nothing meanwhile. An algorithm that must act on
+a skip (``on_skip``) keeps the host verdict.
+
 On a non-finite step the guard sets every parameter's ``.grad`` to ``None``, so ``optimizer.step()``
 leaves parameters and optimizer state untouched (torch optimizers, ``FusedOptimizer`` and
 ``QAdamOptimizer`` skip parameters without a gradient), counts the skip, logs a warning on rank 0,
@@ -38,6 +47,7 @@ logger = logging.getLogger(__name__)
 
 _NAMES_SHOWN = 5
 _MAX_DEFERRED = 64  # backward passes without an optimizer step before the verdict is read anyway
+_READ_EVERY = 64  # optimizer steps between reads of the device-side skip counters
 
 
 class NonFiniteGradientError(FloatingPointError):
@@ -66,6 +76,29 @@ def check_nonfinite_options(skip_nonfinite: Any, max_nonfinite_skips: Any) -> No
     k = max_nonfinite_skips
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
         raise ValueError(f"max_nonfinite_skips must be an int >= 0 or None (0 and None: never stop), got {k!r}")
+
+
+def reads_wait_for_device(device: torch.device) -> bool:
+    """True where reading a value of ``device`` back makes the host wait for the work queued on it.
+
+    Example:
+        >>> reads_wait_for_device(torch.device("cpu"))
+        False
+    """
+    return device.type != "cpu"
+
+
+def takes_found_inf(optimizer: Any) -> bool:
+    """True for a torch optimizer whose step skips itself on a device flag ``optimizer.found_inf`` (the
+    fused ones, as ``torch.amp.GradScaler`` drives them).
+
+    Example:
+        >>> params = list(nn.Linear(2, 1).parameters())
+        >>> takes_found_inf(torch.optim.Adam(params, fused=True)), takes_found_inf(torch.optim.SGD(params))
+        (True, False)
+    """
+    fused = getattr(optimizer, "_step_supports_amp_scaling", False)
+    return isinstance(optimizer, torch.optim.Optimizer) and bool(fused)
 
 
 def _float_sum(t: torch.Tensor) -> torch.Tensor:
@@ -147,7 +180,8 @@ class NonfiniteGuard:
     of the step together, so a step with a non-finite pass (gradient accumulation) is skipped whole.
     ``after_backward(bad)`` acts on a verdict already on the host (``bad``: names of the parameters
     whose synchronized gradient is non-finite, empty when all are finite); :meth:`bind_local`
-    installs the world-of-one check in ``optimizer.step()``.
+    installs the world-of-one check in ``optimizer.step()``. With :attr:`on_device` the verdict stays
+    on the device (module docstring); :meth:`read_counters` brings the counts to the host.
 
     Example:
         >>> net = nn.Linear(2, 1)
@@ -167,9 +201,16 @@ class NonfiniteGuard:
         "pending",
         "first_bad",
         "sticky",
+        "on_device",
         "_handles",
         "_scratch",
         "_deferred",
+        "_pass_flag",
+        "_step_flag",
+        "_counters",
+        "_unread",
+        "_limit_hit",
+        "_armed",
     )
 
     def __init__(self, module: nn.Module, max_skips: int | None, log: bool) -> None:
@@ -181,9 +222,16 @@ class NonfiniteGuard:
         self.pending = False  # the current step was found non-finite; cleared when an optimizer steps
         self.first_bad: list[str] = []
         self.sticky = False
+        self.on_device = False  # the verdict stays on the device (set when optimizers are bound)
         self._handles: list[Any] = []
-        self._scratch: dict[torch.device, Any] = {}
+        self._scratch: dict[Any, Any] = {}
         self._deferred: list[tuple[list[torch.Tensor], Any, int]] = []
+        self._pass_flag: torch.Tensor | None = None  # device mode: 1 when a pass since the last step was bad
+        self._step_flag: torch.Tensor | None = None  # device mode: the verdict of the current step
+        self._counters: torch.Tensor | None = None  # device mode: [skips since the read, run, longest run]
+        self._unread = 0
+        self._limit_hit = 0  # the longest run a read found at or over max_skips (raised at the next step)
+        self._armed: set[int] = set()  # optimizers whose found_inf this guard set
 
     # ---- decisions -----------------------------------------------------------------------------------
     def after_backward(self, bad: Sequence[str], ranks: int | None = None, world: int | None = None) -> None:
@@ -217,25 +265,35 @@ class NonfiniteGuard:
                 self.skips,
             )
         if self.max_skips and self.consecutive >= self.max_skips:
-            raise NonFiniteGradientError(
-                f"gradients were non-finite (NaN or inf) in {self.consecutive} consecutive optimizer steps "
-                f"(max_nonfinite_skips={self.max_skips}; {self.skips} steps skipped in all); first non-finite "
-                f"parameter(s) of this run: {_describe(self.first_bad)}. Check the loss and the inputs for "
-                "NaN/inf or lower the learning rate (max_nonfinite_skips=None skips without stopping)"
-            )
+            self._raise(self.consecutive, self.first_bad)
+
+    def _raise(self, run: int, names: Sequence[str]) -> None:
+        raise NonFiniteGradientError(
+            f"gradients were non-finite (NaN or inf) in {run} consecutive optimizer steps "
+            f"(max_nonfinite_skips={self.max_skips}; {self.skips} steps skipped in all); first non-finite "
+            f"parameter(s) of this run: {_describe(names) if names else '(not recorded)'}. Check the loss and the "
+            "inputs for NaN/inf or lower the learning rate (max_nonfinite_skips=None skips without stopping)"
+        )
 
     @staticmethod
     def _drop_grads(params: Iterable[torch.Tensor]) -> None:
         for p in params:
             p.grad = None
 
-    def defer(self, flags: list[torch.Tensor], judge: Any, world: int) -> None:
+    def defer(self, flags: list[torch.Tensor], judge: Any, world: int, host: bool = False) -> None:
         """Keep one backward pass's verdict: ``flags`` (0-dim device tensors, one per bucket: ``k > 0``
         ranks saw a NaN/inf, ``-1`` the sum is not finite, ``0`` finite) and ``judge(values) ->
         (bad names, ranks)``, called with the flags' values only when one of them is not 0.
 
-        Judged before the next step of a bound optimizer, or now when none is bound.
+        Judged before the next step of a bound optimizer, or now when none is bound. In device mode the
+        flags are folded into one device flag for the step, unless ``host`` (the algorithm acts on a skip).
         """
+        if self.on_device and not host:
+            bad = (torch.stack(flags) != 0).any().to(torch.float32)
+            self._pass_flag = bad if self._pass_flag is None else torch.maximum(self._pass_flag, bad)
+            return
+        self._step_flag = None
+        self.read_counters()  # the host counters must be current before the host judges
         self._deferred.append((flags, judge, world))
         if not self.sticky or len(self._deferred) > _MAX_DEFERRED:
             self.resolve()
@@ -263,29 +321,110 @@ class NonfiniteGuard:
                 ranks += [] if k is None else [k]
         self.after_backward(list(bad), max(ranks) if bad and ranks else None, deferred[-1][2])
 
+    # ---- the device-side verdict -----------------------------------------------------------------------
+    def _count_on_device(self, found: torch.Tensor) -> None:
+        """Add one step's device flag (1.0: skipped) to the device counters; read them when due."""
+        c = self._counters
+        if c is None:
+            c = self._counters = torch.tensor([0.0, self.consecutive, self.consecutive], device=found.device)
+        run = (c[1] + 1.0) * found
+        c.copy_(torch.stack((c[0] + found, run, torch.maximum(c[2], run))))
+        self._unread += 1
+        if self._unread >= _READ_EVERY or self._limit_hit:
+            self.read_counters()
+            if self._limit_hit:
+                run, self._limit_hit = self._limit_hit, 0
+                self._raise(run, self._current_bad())
+
+    def read_counters(self) -> None:
+        """Bring the device-side skip counters to the host (one read); log new skips on rank 0."""
+        c = self._counters
+        if c is None or not self._unread:
+            return
+        new, run, longest = (int(v) for v in read_host([c])[0])
+        c.copy_(torch.tensor([0.0, run, run]))
+        self._unread = 0
+        self.skips += new
+        self.consecutive = run
+        if new and self.log:
+            logger.warning(
+                "ding_dist.sync: %d optimizer step(s) skipped on every rank for a non-finite (NaN/inf) gradient "
+                "since the last check (%d in a row now, %d skipped in all)",
+                new,
+                run,
+                self.skips,
+            )
+        if self.max_skips and longest >= self.max_skips:
+            self._limit_hit = longest
+
+    def _current_bad(self) -> list[str]:
+        return [self.names[p] for p in self.names if p.grad is not None and not torch.isfinite(p.grad).all()]
+
+    def _arm(self, optimizer: Any, found: torch.Tensor) -> None:
+        """Make ``optimizer``'s coming step skip itself where ``found`` is 1 (kept with a GradScaler's flag)."""
+        theirs = getattr(optimizer, "found_inf", None)
+        if theirs is not None and id(optimizer) not in self._armed:  # a GradScaler's: it removes it itself
+            optimizer.found_inf = torch.maximum(theirs.to(found.device).reshape(()), found)
+            return
+        optimizer.found_inf = found
+        self._armed.add(id(optimizer))
+
+    def _disarm(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if id(optimizer) in self._armed:
+            self._armed.discard(id(optimizer))
+            optimizer.__dict__.pop("found_inf", None)
+
+    def _device_mode(self, optimizers: Sequence[Any]) -> bool:
+        devices = {p.device for p in self.names}
+        return (
+            bool(optimizers)
+            and len(devices) == 1
+            and reads_wait_for_device(next(iter(devices)))
+            and all(takes_found_inf(o) for o in optimizers)
+        )
+
     # ---- optimizer hooks -----------------------------------------------------------------------------
     def bind_engine(self, optimizers: Sequence[Any]) -> None:
         """Engine mode: the verdict is read before a step of any of ``optimizers``; that step ends a skip."""
         self.remove_hooks()
         self.sticky = bool(optimizers)
+        self.on_device = self._device_mode(optimizers)
         for opt in optimizers:
             self._handles.append(opt.register_step_pre_hook(self._before_step))
+            if self.on_device:
+                self._handles.append(opt.register_step_post_hook(self._disarm))
 
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self.resolve()
+        if self._pass_flag is not None:  # device mode: the passes since the last step decide this one
+            self._step_flag, self._pass_flag = self._pass_flag, None
+            self._count_on_device(self._step_flag)
+        if self._step_flag is not None:  # every optimizer of the model skips the same step
+            self._arm(optimizer, self._step_flag)
         self.pending = False  # the step about to run (with every .grad None if skipped) ends this step
 
     def bind_local(self, optimizers: Sequence[Any]) -> None:
         """World-of-one mode: check the gradients of the model's parameters in each ``optimizer.step()``."""
         self.remove_hooks()
+        self.on_device = self._device_mode(optimizers)
         for opt in optimizers:
             mine = [p for group in opt.param_groups for p in group["params"] if p in self.names]
             self._handles.append(opt.register_step_pre_hook(self._local_check(mine)))
+            if self.on_device:
+                self._handles.append(opt.register_step_post_hook(self._disarm))
 
     def _local_check(self, params: list[torch.Tensor]) -> Any:
         def before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
             grads = [p.grad for p in params if p.grad is not None]
-            if not grads or grads_are_finite(grads, self._scratch):
+            if not grads:
+                return
+            found = self._device_found(grads) if self.on_device else None
+            if found is not None:
+                self._count_on_device(found)
+                self._arm(optimizer, found)
+                return
+            self.read_counters()
+            if grads_are_finite(grads, self._scratch):
                 self.consecutive = 0
                 return
             bad = [self.names[p] for p in params if p.grad is not None and not torch.isfinite(p.grad).all()]
@@ -295,8 +434,25 @@ class NonfiniteGuard:
 
         return before_step
 
+    def _device_found(self, grads: list[torch.Tensor]) -> torch.Tensor | None:
+        """A 0-dim float32 flag on the gradients' device, 1.0 when one holds a NaN/inf; ``None`` where the
+        fused check does not take them (the host check runs instead)."""
+        device = grads[0].device
+        if _fused_check is None or any(g.device != device for g in grads):
+            return None
+        one = self._scratch.get(("one", device))
+        if one is None:
+            one = self._scratch[("one", device)] = torch.ones((), device=device)
+        found = torch.zeros((), device=device)
+        try:
+            _fused_check(grads, found, one)
+        except (RuntimeError, TypeError):  # a dtype/layout the fused kernel does not take
+            return None
+        return found
+
     def remove_hooks(self) -> None:
-        """Detach from the optimizers."""
+        """Detach from the optimizers (the device counters are read first)."""
+        self.read_counters()
         for h in self._handles:
             h.remove()
         self._handles = []

@@ -18,11 +18,12 @@ from torch import nn
 
 from ding_dist import comm
 from ding_dist.optim import FusedOptimizer
-from ding_dist.sync import AlgorithmOption, Bucket, NonFiniteGradientError, QAdamOptimizer, distribute
+from ding_dist.sync import AlgorithmOption, Bucket, NonFiniteGradientError, QAdamOptimizer, distribute, nonfinite
 from ding_dist.sync._primitives import MeteredLink
 from ding_dist.sync.algorithms import get_algorithm
 from ding_dist.sync.algorithms._scatter_gather import HalfCodec, MinMaxUInt8Codec
 from ding_dist.sync.algorithms.gradient_allreduce import allreduce_hook
+from ding_dist.sync.bucket import host_reads
 from ding_dist.worker import Learner
 
 NAN, INF = float("nan"), float("inf")
@@ -40,6 +41,8 @@ def _optimizer(name: str, net: nn.Module):
         return torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9, weight_decay=0.01)
     if name == "adam":
         return torch.optim.Adam(net.parameters(), lr=1e-2, weight_decay=0.01)
+    if name == "adam_fused":  # takes the device-side verdict (found_inf)
+        return torch.optim.Adam(net.parameters(), lr=1e-2, weight_decay=0.01, fused=True)
     if name == "fused":
         return FusedOptimizer(torch.optim.Adam(net.parameters(), lr=1e-2), do_flatten=True)
     if name == "qadam":
@@ -115,7 +118,8 @@ def train(algorithm="gradient_allreduce", opt_name="sgd", inject=None, steps=5, 
                 "flag_ranks": max((int(b.nonfinite_ranks or 0) for b in model.buckets), default=0),
             }
         )
-    return {"record": record, "params": _flat(net), "error": error}
+    on_device = getattr(model._guard, "on_device", False)  # the verdict stayed on the device
+    return {"record": record, "params": _flat(net), "error": error, "on_device": on_device}
 
 
 def no_optimizer() -> list[dict]:
@@ -347,3 +351,140 @@ def test_codecs_keep_non_finite_values_non_finite(value):
     out = torch.empty(1, byte.nbytes(16, torch.float32), dtype=torch.uint8)
     byte.encode_into(row, out)
     assert not torch.isfinite(byte.decode(out, torch.float32)).any(), "the whole quantized row is non-finite"
+
+
+# ---- the verdict on the device (an accelerator with fused optimizers; forced here on the CPU) ------------
+def _on_device(device: torch.device) -> bool:
+    return True  # as on an accelerator, where a read would wait for the queued work
+
+
+def _reads_per_step(poisoned: int, steps: int) -> list[int]:
+    """Host reads (``read_host``'s and ``.item()``-like scalar reads) in backward and step, per step."""
+    rank = comm.get_rank()
+    net = _net(seed=0)
+    model, opt = distribute(net, _optimizer("adam_fused", net))
+    out = []
+    for step in range(steps):
+        x = torch.full((4, 6), float(rank + step))
+        opt.zero_grad()
+        before = host_reads()
+        with _ScalarReads() as scalars:
+            handle = net[2].weight.register_hook(_poison(NAN)) if step == poisoned and rank == 0 else None
+            model(x).sum().backward()
+            if handle is not None:
+                handle.remove()
+            opt.step()
+        out.append(scalars.count + host_reads() - before)
+    assert model.nonfinite_skips == 1  # the read the learner makes once per log line
+    return out
+
+
+def device_suite() -> dict:
+    nonfinite.reads_wait_for_device = _on_device  # this rank's process only
+    last = comm.get_world_size() - 1
+    return {
+        "skip": train(opt_name="adam_fused", inject={2: {last: NAN}}, steps=5),
+        "ref": train(opt_name="adam_fused", leave_out=(2,), steps=5),
+        "consecutive": train(
+            opt_name="adam_fused", inject={s: {last: INF} for s in range(1, 9)}, steps=9, max_nonfinite_skips=3
+        ),
+        "accumulate": train(opt_name="adam_fused", inject={1: {0: NAN}}, steps=3, accumulate=2),
+        "bytegrad_ef": train("bytegrad", "adam_fused", inject={2: {last: INF}}, steps=4, error_feedback=True),
+        "reads": _reads_per_step(poisoned=2, steps=4),
+    }
+
+
+class _ScalarReads(torch.utils._python_dispatch.TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture(scope="module")
+def device_world():
+    return comm.launch(device_suite, 2, timeout=240, comm_timeout=30)
+
+
+def test_device_verdict_skips_the_step_on_every_rank(device_world):
+    for r in device_world:
+        assert r["skip"]["on_device"]
+        rec = r["skip"]["record"]
+        assert [s["params_same"] for s in rec] == [False, False, True, False, False]
+        assert rec[2]["state_same"], "moments and the step count stay as they were"
+        assert [(s["skips"], s["consecutive"]) for s in rec] == [(0, 0), (0, 0), (1, 1), (1, 0), (1, 0)]
+        torch.testing.assert_close(r["skip"]["params"], r["ref"]["params"], rtol=0, atol=0)
+    assert _identical_across_ranks(device_world, "skip")
+
+
+def test_device_verdict_reads_nothing_in_a_step(device_world):
+    for r in device_world:
+        assert r["reads"] == [0, 0, 0, 0], "neither backward nor the step waits for the host"
+
+
+def test_device_verdict_raises_after_the_read_that_finds_the_limit(device_world):
+    for r in device_world:
+        err = r["consecutive"]["error"]
+        # steps 1-3 skipped; the read after step 3 (model.nonfinite_skips) finds 3 in a row; step 4 raises
+        assert err is not None and err["step"] == 4 and err["params_same"]
+        assert "4 consecutive" in err["message"] and repr(POISONED) in err["message"]
+
+
+def test_device_verdict_accumulation_and_host_only_algorithms(device_world):
+    for r in device_world:
+        rec = r["accumulate"]["record"]
+        assert rec[1]["params_same"] and rec[1]["state_same"] and rec[1]["skips"] == 1
+        assert not rec[2]["params_same"] and rec[2]["consecutive"] == 0
+        rec = r["bytegrad_ef"]["record"]  # its error feedback must forget the step: judged on the host
+        assert r["bytegrad_ef"]["on_device"] and rec[2]["params_same"] and rec[2]["skips"] == 1
+    assert _identical_across_ranks(device_world, "bytegrad_ef")
+
+
+def test_device_verdict_on_one_process(monkeypatch, caplog):
+    monkeypatch.setattr(nonfinite, "reads_wait_for_device", _on_device)
+    out = train(opt_name="adam_fused", inject={2: {0: NAN}}, steps=4)
+    assert out["on_device"]
+    rec = out["record"]
+    assert rec[2]["params_same"] and rec[2]["state_same"] and rec[2]["skips"] == 1
+    assert not rec[3]["params_same"] and rec[3]["finite"] and rec[3]["consecutive"] == 0
+    assert torch.equal(out["params"], train(opt_name="adam_fused", leave_out=(2,), steps=4)["params"])
+    assert _reads_per_step(poisoned=1, steps=3) == [0, 0, 0]
+    assert not train(opt_name="adam", steps=1)["on_device"], "an unfused optimizer keeps the host verdict"
+    # Nobody asks for the count: the counters are read every _READ_EVERY steps, and that read raises.
+    net = _net(seed=0)
+    model, opt = distribute(net, _optimizer("adam_fused", net), max_nonfinite_skips=3)
+    net[2].weight.register_hook(_poison(NAN))
+    done = []
+    with caplog.at_level(logging.WARNING, logger="ding_dist.sync.nonfinite"):
+        with pytest.raises(NonFiniteGradientError, match=f"in {nonfinite._READ_EVERY} consecutive"):
+            for step in range(nonfinite._READ_EVERY + 1):
+                opt.zero_grad()
+                model(torch.ones(2, 6)).sum().backward()
+                opt.step()
+                done.append(step)
+    assert len(done) == nonfinite._READ_EVERY - 1, "the step at the read raises before it runs"
+    assert torch.equal(_flat(net), _flat(_net(seed=0)))
+    assert caplog.records[-1].getMessage().startswith(f"ding_dist.sync: {nonfinite._READ_EVERY} optimizer")
+    assert not hasattr(opt, "found_inf"), "the flag is the optimizer's only for the step"
+
+
+def test_device_verdict_beside_a_grad_scaler(monkeypatch):
+    monkeypatch.setattr(nonfinite, "reads_wait_for_device", _on_device)
+    net = _net(seed=0)
+    model, opt = distribute(net, _optimizer("adam_fused", net))
+    scaler = torch.amp.GradScaler("cpu", init_scale=4.0)
+    before = _flat(net)
+    handle = net[2].weight.register_hook(_poison(NAN))
+    scaler.scale(model(torch.ones(2, 6)).sum()).backward()
+    handle.remove()
+    scaler.step(opt)
+    scaler.update()
+    assert torch.equal(_flat(net), before) and model.nonfinite_skips == 1 and not hasattr(opt, "found_inf")
+    opt.zero_grad()
+    scaler.scale(model(torch.ones(2, 6)).sum()).backward()
+    scaler.step(opt)
+    assert not torch.equal(_flat(net), before) and model.nonfinite_skips == 1
