@@ -26,6 +26,8 @@ from ding_dist.sync.algorithms.gradient_allreduce import allreduce_hook
 from ding_dist.sync.bucket import host_reads
 from ding_dist.worker import Learner
 
+from .test_host_syncs import _ScalarReads
+
 NAN, INF = float("nan"), float("inf")
 POISONED = "2.weight"  # the parameter whose gradient gets the injected value
 
@@ -392,17 +394,6 @@ def device_suite() -> dict:
         "bytegrad_ef": train("bytegrad", "adam_fused", inject={2: {last: INF}}, steps=4, error_feedback=True),
         "reads": _reads_per_step(poisoned=2, steps=4),
     }
-
-
-class _ScalarReads(torch.utils._python_dispatch.TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is torch.ops.aten._local_scalar_dense.default:
-            self.count += 1
-        return func(*args, **(kwargs or {}))
 
 
 @pytest.fixture(scope="module")
