@@ -2,8 +2,9 @@
 and a tuned entropy temperature, after Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications",
 arXiv:1812.05905; there is no actor: the policy is the Boltzmann distribution of the Q-values).
 
-Reading order: :class:`TwinQNetwork` (two Q-networks of DQN's shape; acting and evaluation use the first), then
-``learn``. With ``alpha = exp(log_alpha)`` and ``Q' = min(Q'_1, Q'_2)`` of the target networks at ``s'``:
+Reading order: :class:`TwinQNetwork` (two Q-networks of DQN's shape, one batched ensemble for vectors; acting and
+evaluation use the first), then ``learn``. With ``alpha = exp(log_alpha)`` and ``Q' = min(Q'_1, Q'_2)`` of the target
+networks at ``s'``:
 
 - the next state's policy is ``pi = softmax(Q' / alpha)``, its soft value ``V = sum_b pi(b) (Q'(b) - alpha log
   pi(b))``; the target ``y = r + discount * V``; the loss ``(Q_1(s, a) - y)**2 + (Q_2(s, a) - y)**2`` per sample;
@@ -29,19 +30,24 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ding_dist.policy.encoders import obs_tensor
-from ding_dist.policy.networks import AtomQNetwork
+from ding_dist.policy.encoders import is_conv_space, obs_tensor
+from ding_dist.policy.networks import AtomQNetwork, DuelingHead, EnsembleLinear, EnsembleMLP, stack_member_state
 from ding_dist.policy.q_learning import QLearningPolicy, init_q_learning
 from ding_dist.policy.registry import register_policy
 from ding_dist.policy.sac import LogAlpha
 from ding_dist.utils.keys import Key
 
-__all__ = ["SQNPolicy", "TwinQNetwork"]
+__all__ = ["SQNPolicy", "TwinQEnsemble", "TwinQNetwork"]
 
 
 class TwinQNetwork(nn.Module):
-    """Two Q-networks (each an :class:`~ding_dist.policy.networks.AtomQNetwork` with one output per action, dueling or
+    """Two Q-networks of :class:`~ding_dist.policy.networks.AtomQNetwork`'s shape (one output per action, dueling or
     plain): ``forward(obs)`` the first's Q-values ``[batch, actions]``; ``forward(obs, full=True)`` both.
+
+    For vector observations both are one ensemble (:class:`~ding_dist.policy.networks.EnsembleMLP` trunk and head
+    streams: one matmul per layer for the two, parameters ``q.<module>.weight`` ``[2, out, in]``; acting computes the
+    first only); for images two networks with convolutional trunks (``q1``, ``q2``). The two are drawn as two separate
+    networks, in turn, and a state dict of the former vector layout (``q1.*``, ``q2.*``) loads into the ensemble.
 
     Example::
 
@@ -59,11 +65,75 @@ class TwinQNetwork(nn.Module):
         conv_channels: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
-        self.q1 = AtomQNetwork(obs_space, n_actions, 1, hidden_sizes, dueling, activation, conv_channels=conv_channels)
-        self.q2 = AtomQNetwork(obs_space, n_actions, 1, hidden_sizes, dueling, activation, conv_channels=conv_channels)
+        q1 = AtomQNetwork(obs_space, n_actions, 1, hidden_sizes, dueling, activation, conv_channels=conv_channels)
+        q2 = AtomQNetwork(obs_space, n_actions, 1, hidden_sizes, dueling, activation, conv_channels=conv_channels)
+        self.q: TwinQEnsemble | None = None
+        if is_conv_space(obs_space):  # submodules q1 and q2 (read through the properties below)
+            self._modules["q1"], self._modules["q2"] = q1, q2
+        else:
+            self.q = TwinQEnsemble(q1, q2)
+            self.register_load_state_dict_pre_hook(_stack_twin_q)
 
     def forward(self, obs: torch.Tensor, full: bool = False):
+        if self.q is not None:
+            return tuple(self.q(obs)) if full else self.q(obs, members=1)[0]
         return (self.q1(obs), self.q2(obs)) if full else self.q1(obs)
+
+    @property
+    def q1(self) -> nn.Module:
+        """The first Q-network (for vectors its ``body`` and ``head`` share the ensemble's storage)."""
+        return self.q.member(0) if self.q is not None else self._modules["q1"]
+
+    @property
+    def q2(self) -> nn.Module:
+        """The second Q-network (for vectors its ``body`` and ``head`` share the ensemble's storage)."""
+        return self.q.member(1) if self.q is not None else self._modules["q2"]
+
+
+class TwinQEnsemble(nn.Module):
+    """The two vector Q-networks of :class:`TwinQNetwork` as one ensemble: ``forward(obs, members=None)`` gives the
+    Q-values ``[members, batch, actions]`` of the first ``members`` (both by default), each what its own
+    :class:`~ding_dist.policy.networks.AtomQNetwork` gives (one atom) up to float rounding.
+
+    Example::
+
+        space = gym.spaces.Box(-1, 1, (4,))
+        twin = TwinQEnsemble(*(AtomQNetwork(space, 2, 1, [8], dueling=True) for _ in range(2)))
+        twin(torch.zeros(3, 4)).shape  # (2, 3, 2)
+    """
+
+    def __init__(self, q1: AtomQNetwork, q2: AtomQNetwork) -> None:
+        super().__init__()
+        self.body = EnsembleMLP([q1.body, q2.body])
+        if isinstance(q1.head, DuelingHead):
+            self.head: nn.Module = nn.Module()
+            self.head.value = EnsembleMLP([q1.head.value, q2.head.value])
+            self.head.advantage = EnsembleMLP([q1.head.advantage, q2.head.advantage])
+        else:
+            self.head = EnsembleLinear.stack([q1.head, q2.head])
+
+    def member(self, i: int) -> nn.Module:
+        """Member ``i``'s ``body`` and ``head`` (``head.value`` and ``head.advantage`` when dueling) as plain modules
+        sharing this ensemble's storage, for inspecting or editing one member in place."""
+        out = nn.Module()
+        out.body = self.body.member(i)
+        if isinstance(self.head, EnsembleLinear):
+            out.head = self.head.member(i)
+        else:
+            out.head = nn.Module()
+            out.head.value, out.head.advantage = self.head.value.member(i), self.head.advantage.member(i)
+        return out
+
+    def forward(self, obs: torch.Tensor, members: int | None = None) -> torch.Tensor:
+        h = self.body(obs, members)
+        if isinstance(self.head, EnsembleLinear):
+            return self.head(h, members)
+        adv = self.head.advantage(h, members)
+        return self.head.value(h, members) + adv - adv.mean(dim=-1, keepdim=True)
+
+
+def _stack_twin_q(module: nn.Module, state: dict, prefix: str, *_: Any) -> None:
+    stack_member_state(state, prefix, {"q1": 0, "q2": 1}, lambda rest: rest, "q")
 
 
 @register_policy("sqn")

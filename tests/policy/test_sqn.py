@@ -104,3 +104,42 @@ def test_di_engine_cartpole_sqn_file_gets_di_engines_meaning():
 def test_shipped_sqn_config_reaches_475(tmp_path):
     result = pipeline.train(str(REPO / "configs" / "cartpole_sqn_config.py"), exp_dir=tmp_path, max_env_steps=60_000)
     assert result["stopped_by"] == "stop_value", result["eval_history"]
+
+
+@pytest.mark.parametrize("dueling", [True, False])
+def test_twin_q_ensemble_computes_two_separate_networks(dueling):
+    from ding_dist.policy.networks import AtomQNetwork
+    from ding_dist.policy.sqn import TwinQNetwork
+
+    space = gym.spaces.Box(-1.0, 1.0, (5,))
+    torch.manual_seed(3)
+    separate = [AtomQNetwork(space, 4, 1, [16, 8], dueling) for _ in range(2)]  # drawn as the twin draws them
+    torch.manual_seed(3)
+    twin = TwinQNetwork(space, 4, [16, 8], dueling)
+    assert twin.q is not None and len(list(twin.parameters())) == len(list(separate[0].parameters()))
+    obs = torch.randn(7, 5, generator=torch.Generator().manual_seed(0))
+    q1, q2 = twin(obs, full=True)
+    torch.testing.assert_close(q1, separate[0](obs), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(q2, separate[1](obs), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(twin(obs), separate[0](obs), rtol=1e-6, atol=1e-6)  # acting: the first only
+    (q1.sum() + 2 * q2.sum()).backward()
+    (separate[0](obs).sum() + 2 * separate[1](obs).sum()).backward()
+    grad = twin.q.body[0].weight.grad
+    torch.testing.assert_close(grad[1], separate[1].body[0].weight.grad, rtol=1e-5, atol=1e-6)
+    # the former layout (two networks, q1.* and q2.*) loads into the ensemble
+    fresh = TwinQNetwork(space, 4, [16, 8], dueling)
+    old = {f"q{i + 1}.{k}": v for i, net in enumerate(separate) for k, v in net.state_dict().items()}
+    fresh.load_state_dict(old)
+    torch.testing.assert_close(fresh(obs, full=True)[1], separate[1](obs), rtol=1e-6, atol=1e-6)
+    with torch.no_grad():  # a member view edits the ensemble in place
+        fresh.q2.body[0].bias.add_(1.0)
+    assert not torch.allclose(fresh(obs, full=True)[1], separate[1](obs))
+
+
+def test_twin_q_on_images_stays_two_networks():
+    from ding_dist.policy.sqn import TwinQNetwork
+
+    twin = TwinQNetwork(gym.spaces.Box(0, 1, (10, 10, 4), np.uint8), 3, [32])
+    assert twin.q is None and {k.split(".")[0] for k in twin.state_dict()} == {"q1", "q2"}
+    q1, q2 = twin(torch.zeros(2, 10, 10, 4, dtype=torch.uint8), full=True)
+    assert q1.shape == q2.shape == (2, 3)
