@@ -167,6 +167,8 @@ class SyncEngine:
 
     def _arm(self) -> None:
         self._armed = True
+        if self.guard is not None:
+            self.guard.new_pass()
         self._next = 0
         for b in self.buckets:
             b.reset_pass()

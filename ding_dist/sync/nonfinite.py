@@ -289,7 +289,7 @@ class NonfiniteGuard:
         flags are folded into one device flag for the step, unless ``host`` (the algorithm acts on a skip).
         """
         if self.on_device and not host:
-            bad = (torch.stack(flags) != 0).any().to(torch.float32)
+            bad = (torch.stack([f.reshape(()).to(torch.float32) for f in flags]) != 0).any().to(torch.float32)
             self._pass_flag = bad if self._pass_flag is None else torch.maximum(self._pass_flag, bad)
             return
         self._step_flag = None
@@ -297,6 +297,10 @@ class NonfiniteGuard:
         self._deferred.append((flags, judge, world))
         if not self.sticky or len(self._deferred) > _MAX_DEFERRED:
             self.resolve()
+
+    def new_pass(self) -> None:
+        """A backward pass begins: the verdict of the last step no longer applies (device mode)."""
+        self._step_flag = None
 
     def resolve(self) -> None:
         """Read the deferred flags of all passes (one host read per device) and act on the verdict."""
