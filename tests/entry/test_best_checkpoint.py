@@ -48,3 +48,20 @@ def test_summary_says_why_the_run_stopped_and_a_next_command_that_ends():
     signalled = run_summary({**common, "stopped_by": "SIGTERM"})
     assert signalled[1] == "stopped by SIGTERM at env step 20480, checkpointed"
     assert signalled[3] == "next: ding-dist eval --ckpt runs/x  |  ding-dist resume runs/x"
+
+
+def test_time_line_shares_and_the_hint_for_a_collect_bound_run():
+    from ding_dist.entry.services.summary import time_lines
+
+    phases = {"startup": 2.5, "collect": 5.4, "learn": 2.4, "eval": 0.6, "log": 0.6, "checkpoint": 0.01}
+    lines = time_lines(phases, world_size=1, cores=4)
+    # the loop: 9.01 s; collect 5.4 / 9.01 = 59.9%, learn 26.6%, eval and log 6.7% each; a checkpoint under 0.05 s
+    assert lines[0] == (
+        "time: start-up 2.5 s; loop: collect 5.4 s (60%), learn 2.4 s (27%), eval 0.6 s (7%), log 0.6 s (7%)"
+    )
+    assert lines[1].startswith("hint: stepping the envs and acting took 60% of the loop; with 4 cores, --nproc N")
+    assert time_lines(phases, world_size=2, cores=4) == lines[:1], "a run of several processes gets no hint"
+    assert time_lines(phases, world_size=1, cores=1) == lines[:1], "nor does a one-core machine"
+    learn_bound = {**phases, "collect": 2.0, "learn": 5.8}  # collect 2.0 / 9.01 = 22%
+    assert len(time_lines(learn_bound, world_size=1, cores=4)) == 1
+    assert time_lines({}) == [] and time_lines({"startup": 1.0}) == []

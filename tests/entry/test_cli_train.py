@@ -160,9 +160,10 @@ def test_train_two_processes_with_nproc(tmp_path, start):
     assert "world size 2" in out.stdout
     assert out.stdout.count("trained ") == 1  # only rank 0 prints
     # paths in log lines as given (here absolute), as with one process
-    summary = out.stdout.splitlines()[-4:]  # what it trained; why it stopped; its checkpoints; what to run next
+    summary = out.stdout.splitlines()[-5:]  # what it trained; its time; why it stopped; its checkpoints; what next
     assert f"exp dir {exp}\n" in out.stderr and summary[0].endswith(f"; result: {exp}/result.json")
-    assert summary[1:] == [
+    assert summary[1].startswith("time: start-up ") and "; loop: collect " in summary[1]  # 2 processes: no hint
+    assert summary[2:] == [
         "stopped by max_env_steps: the run's budget of env steps was reached",
         f"checkpoints: {exp}/ckpt/ckpt_000000256.pt (last), "
         f"{exp}/ckpt/best.pt (best eval return {res['best_eval_return']:.2f})",

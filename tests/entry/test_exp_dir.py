@@ -49,11 +49,11 @@ def test_the_cli_says_once_which_folder_it_chose_and_shows_folders_as_given(tmp_
     out, err = capsys.readouterr()
     assert err.count("runs/cartpole_dqn already holds a run; this one goes to runs/cartpole_dqn_") == 1
     (chosen,) = [p for p in (tmp_path / "runs").iterdir() if p.name != "cartpole_dqn"]
-    assert out.splitlines()[-4].endswith(f"; result: runs/{chosen.name}/result.json")
+    assert _trained_line(out).endswith(f"; result: runs/{chosen.name}/result.json")
     absolute = tmp_path / "abs"
     assert cli_main(["train", CONFIG, "--max-env-steps", "64", "--exp-dir", str(absolute), "--set", *FAST]) == 0
     out, err = capsys.readouterr()
-    assert out.splitlines()[-4].endswith(f"; result: {absolute}/result.json") and f"exp dir {absolute}\n" in err
+    assert _trained_line(out).endswith(f"; result: {absolute}/result.json") and f"exp dir {absolute}\n" in err
 
 
 def test_a_rank_leaves_the_interrupt_line_to_its_launcher(monkeypatch, capsys):
@@ -70,3 +70,8 @@ def test_a_rank_leaves_the_interrupt_line_to_its_launcher(monkeypatch, capsys):
     monkeypatch.setenv("RANK", "1")
     assert cli_main(["config", "show", CONFIG]) == 130
     assert capsys.readouterr().err == ""
+
+
+def _trained_line(out: str) -> str:
+    (line,) = [line for line in out.splitlines() if line.startswith("trained ")]
+    return line
