@@ -360,7 +360,10 @@ class R2D2Policy(QLearningPolicy):
         mask = batch["mask"].transpose(0, 1).bool()  # [L, B]
         burnin = batch["burnin"].long()
         start = (batch["h"].float(), batch["c"].float())
-        longest = int(burnin.max())
+        # A sequence's burn-in is 0 or sequence.burnin (the replay's rule): split the recurrence there for all of them,
+        # detaching only where the burn-in is not 0 (a split where all are 0 changes nothing), without reading the
+        # batch's longest burn-in back from the device.
+        longest = min(int(self.cfg.sequence.burnin), steps)
         q_all, _ = self.train_model(obs, start, burnin=longest, burnin_mask=burnin > 0)  # [L+1, B, A]
         with torch.no_grad():
             q_target_all, _ = self.target_model(obs, start)
