@@ -172,26 +172,41 @@ class _Outcomes:
         self.first_failure = failed[0].nodeid if failed else None
 
 
-def check_pytest_devices(ctx: Ctx) -> list[dict[str, str]]:
-    """tests/comm/test_devices.py in this check's process (torch and ding_dist are imported already)."""
-    name = "pytest tests/comm/test_devices.py" + (" (quick subset)" if ctx.quick else "")
+def _pytest_row(ctx: Ctx, check_id: str, test_file: str, quick: str, absent: str) -> dict[str, str]:
+    """``pytest test_file`` in this check's process (torch and ding_dist are imported already); ``quick``: the ``-k``
+    subset of ``--quick``; ``absent``: what covers the same where pytest is not installed."""
+    name = f"pytest {test_file}" + (" (quick subset)" if ctx.quick else "")
     try:
         import pytest
     except ImportError:
-        return [row("b4", name, "pytest is not installed here (b3 runs the same collectives)", "skipped: no pytest")]
+        return row(check_id, name, f"pytest is not installed here ({absent})", "skipped: no pytest")
     args = ["-q", "-p", "no:cacheprovider", "--rootdir", str(REPO), "-c", str(REPO / "pyproject.toml")]
-    args.append(str(REPO / "tests" / "comm" / "test_devices.py"))
-    if ctx.quick:  # the parts without process launches; the whole file runs in the CPU test suite anyway
-        args += ["-k", "backend_config or resolve_device or without_cuda"]
+    args.append(str(REPO / test_file))
+    if ctx.quick:  # the whole file runs in the CPU test suite anyway
+        args += ["-k", quick]
     outcomes = _Outcomes()
     code = pytest.main(args, plugins=[outcomes])
     summary = ", ".join(f"{n} {key}" for key, n in outcomes.counts.items()) or "no tests ran"
     if code != 0:
         first = outcomes.first_failure
-        return [row("b4", name, f"pytest exit {int(code)}: {summary}" + (f"; first: {first}" if first else ""), "FAIL")]
+        failed = f"pytest exit {int(code)}: {summary}" + (f"; first: {first}" if first else "")
+        return row(check_id, name, failed, "FAIL")
     if ctx.cuda and "skipped" in outcomes.counts:
         summary += " (the skipped ones are the CPU-only forms)"
-    return [row("b4", name, summary)]
+    return row(check_id, name, summary)
+
+
+def check_pytest_devices(ctx: Ctx) -> list[dict[str, str]]:
+    """tests/comm/test_devices.py: the quick subset is the part without process launches."""
+    quick = "backend_config or resolve_device or without_cuda"
+    return [_pytest_row(ctx, "b4", "tests/comm/test_devices.py", quick, "b3 runs the same collectives")]
+
+
+def check_pytest_learn_reads(ctx: Ctx) -> list[dict[str, str]]:
+    """tests/policy/test_no_host_reads.py: with a GPU every policy type's learn step on CUDA, counting what it reads
+    back from the device (none expected); the quick subset is DQN, the PPO family and SAC."""
+    quick = "cartpole_dqn or cartpole_ppo or pendulum_sac"
+    return [_pytest_row(ctx, "d3", "tests/policy/test_no_host_reads.py", quick, "nothing else counts them")]
 
 
 def _cli_args(ctx: Ctx, exp_dir: str, nproc: int) -> list[str]:

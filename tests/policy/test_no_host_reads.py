@@ -1,10 +1,15 @@
 """No policy's update makes the host wait for the device: a learn step reads no value back (``.item()``, ``bool(t)``,
-``int(t)``, ``read_host``), with the non-finite verdict on its device path as on an accelerator.
+``int(t)``, ``.cpu()``, ``read_host``), with the non-finite verdict on its device path as on an accelerator.
 
-Counted with the instruments of ``tests/sync/test_host_syncs.py`` (a dispatch mode that sees every scalar read, and
-``read_host``'s own count) around each ``policy.learn`` call of a real short collection and update, for the shipped
-CartPole and Pendulum config of every policy type. On a CPU-only machine every tensor is a host tensor, so the few
-reads of values that stay on the host on an accelerator too are listed with their reason and counted exactly.
+Counted around each ``policy.learn`` call of a real short collection and update, for the shipped CartPole and
+Pendulum config of every policy type:
+
+- ``cpu`` (every machine): the instruments of ``tests/sync/test_host_syncs.py`` (a dispatch mode that sees every
+  scalar read, and ``read_host``'s own count), with the non-finite check forced onto its accelerator path. Every
+  tensor is a host tensor here, so the few reads of values that stay on the host on an accelerator too are listed
+  with their reason and counted exactly;
+- ``cuda`` (a GPU machine; skipped elsewhere): the policy on the GPU, every read of a CUDA value counted (scalar
+  reads, copies to the CPU, ``nonzero``): none at all.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ding_dist.config import load_config
 from ding_dist.entry.experiment import Experiment  # noqa: F401  (the factories' layer)
@@ -37,12 +44,34 @@ HOST_VALUES = {
     "cartpole_ppo_pg": 3,  # the same episode plan
     "cartpole_impala": 1,  # the seed of the minibatch plan, drawn on the host
 }
+_SYNCING = {torch.ops.aten._local_scalar_dense.default, torch.ops.aten.nonzero.default}
 
 
-@pytest.mark.parametrize("name", CONFIGS)
-def test_a_learn_step_reads_nothing_back(name, monkeypatch):
-    monkeypatch.setattr(nonfinite, "reads_wait_for_device", lambda device: True)
-    cfg = load_config(name)
+class _DeviceReads(TorchDispatchMode):
+    """Counts the operations that make the host wait for a device value: scalar reads, ``nonzero`` (its output size),
+    and copies from a device to the host."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.where: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        src = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if src is not None and src.device.type != "cpu":
+            to_host = func in (torch.ops.aten._to_copy.default,) and kwargs.get("device") == torch.device("cpu")
+            if func in _SYNCING or to_host:
+                self.where.append(str(func))
+        if func is torch.ops.aten.copy_.default and args[0].device.type == "cpu" and args[1].device.type != "cpu":
+            self.where.append(str(func))
+        return out
+
+
+def _learn_reads(name: str, device: str) -> tuple[list[int], bool]:
+    """Reads per ``policy.learn`` call of a short collection and update of config ``name`` on ``device``, and
+    whether every distributed model's non-finite check kept its verdict on the device."""
+    cfg = load_config(name, overrides=[f"policy.device={device}"])
     n = cfg.env.collector_env_num
     venv = make_vec_env(cfg.env, n, env_manager(cfg), training=True)
     try:
@@ -50,18 +79,22 @@ def test_a_learn_step_reads_nothing_back(name, monkeypatch):
         learn, reads = policy.learn, []
 
         def counted(batch):
-            before = host_reads()
-            with _ScalarReads() as scalars:
-                out = learn(batch)
-            reads.append(scalars.count + host_reads() - before)
+            if device == "cpu":
+                before = host_reads()
+                with _ScalarReads() as scalars:
+                    out = learn(batch)
+                reads.append(scalars.count + host_reads() - before)
+            else:
+                with _DeviceReads() as seen:
+                    out = learn(batch)
+                reads.append(len(seen.where))
             return out
 
         policy.learn = counted
         collector, learner = Collector(venv, policy, list(range(n))), Learner(policy)
         p = cfg.policy
         n_vec = max(1, math.ceil(p.collect.n_sample / n))
-        on_policy = get_policy_cls(cfg.create_config.policy.type).on_policy
-        if on_policy:
+        if get_policy_cls(cfg.create_config.policy.type).on_policy:
             for _ in range(2):
                 learner.train_rollout(collector.collect(n_vec, 0))
         else:
@@ -73,5 +106,25 @@ def test_a_learn_step_reads_nothing_back(name, monkeypatch):
     finally:
         venv.close()
     guards = [m._guard for m in learner._models() if m._guard is not None]
-    assert guards and all(g.on_device for g in guards), "every optimizer takes the device-side verdict"
-    assert reads == [HOST_VALUES.get(name, 0)] * (2 if on_policy else 3), reads  # 2 rollouts, or 3 replay updates
+    return reads, bool(guards) and all(g.on_device for g in guards)
+
+
+def _calls(name: str) -> int:
+    """``policy.learn`` calls above: 2 rollouts (on-policy) or 3 replay updates."""
+    return 2 if get_policy_cls(load_config(name).create_config.policy.type).on_policy else 3
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_a_learn_step_reads_nothing_back(name, monkeypatch):
+    monkeypatch.setattr(nonfinite, "reads_wait_for_device", lambda device: True)
+    reads, on_device = _learn_reads(name, "cpu")
+    assert on_device, "every optimizer takes the device-side verdict"
+    assert reads == [HOST_VALUES.get(name, 0)] * _calls(name), reads
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("name", CONFIGS)
+def test_a_learn_step_on_cuda_reads_nothing_back(name):
+    reads, on_device = _learn_reads(name, "cuda")
+    assert on_device, "every optimizer takes the device-side verdict"
+    assert reads == [0] * _calls(name), reads
