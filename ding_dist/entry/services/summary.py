@@ -37,8 +37,9 @@ STOP_REASONS = {
 COLLECT_BOUND = 0.5
 
 #: The phases of ``result["phases_s"]`` in the order shown, with their names in words.
-_PHASES = {"startup": "start-up", "collect": "collect", "learn": "learn", "eval": "eval", "log": "log",
-           "checkpoint": "checkpoint", "other": "other"}  # fmt: skip
+_PHASES = {"startup": "start-up", "collect": "collect", "learn": "learn", "wait_data": "waiting for data",
+           "publish": "publishing weights", "eval": "eval", "log": "log", "checkpoint": "checkpoint",
+           "other": "other"}  # fmt: skip
 
 
 def time_lines(phases: Mapping[str, float], world_size: int = 1, cores: int | None = None) -> list[str]:
