@@ -125,13 +125,35 @@ def nonfinite_flag(t: torch.Tensor) -> torch.Tensor:
 _fused_check = getattr(torch, "_amp_foreach_non_finite_check_and_unscale_", None)
 
 
-def grads_are_finite(grads: Sequence[torch.Tensor], scratch: dict[torch.device, Any]) -> bool:
-    """True when every value of ``grads`` is finite (exact), with as few kernel launches as possible.
+def nonfinite_found(grads: Sequence[torch.Tensor], scratch: dict[torch.device, Any]) -> torch.Tensor | None:
+    """A 0-dim float32 flag on the device of ``grads`` (all on one device): 1.0 when one of them holds a NaN/inf,
+    from the fused multi-tensor check behind ``torch.amp.GradScaler`` (one launch, multiplying by exactly 1.0,
+    which changes no value); nothing is read. ``None`` where that kernel does not take them (e.g. complex or sparse
+    gradients). ``scratch`` caches the flag and the 1.0 per device: the next call on that device overwrites the
+    flag (in stream order, after what the work queued in between read of it).
 
-    Uses the fused multi-tensor check behind ``torch.amp.GradScaler`` (one launch for all tensors of a
-    device, multiplying by exactly 1.0, which changes no value) and falls back to an exact per-tensor
-    check where that kernel does not apply (e.g. complex or sparse gradients). ``scratch`` caches the
-    two 1-element float32 tensors it needs per device.
+    Example:
+        >>> nonfinite_found([torch.ones(2), torch.tensor([1.0, float("inf")])], {})
+        tensor(1.)
+    """
+    device = grads[0].device
+    if _fused_check is None:
+        return None
+    bufs = scratch.get(device)
+    if bufs is None:
+        bufs = scratch[device] = (torch.zeros((), device=device), torch.ones((), device=device))
+    found, one = bufs
+    found.zero_()
+    try:
+        _fused_check(grads, found, one)
+    except (RuntimeError, TypeError):  # a dtype/layout the fused kernel does not take
+        return None
+    return found
+
+
+def grads_are_finite(grads: Sequence[torch.Tensor], scratch: dict[torch.device, Any]) -> bool:
+    """True when every value of ``grads`` is finite (exact), with as few kernel launches as possible:
+    :func:`nonfinite_found` per device, an exact per-tensor check where it does not apply. ``scratch``: its cache.
 
     Example:
         >>> grads_are_finite([torch.ones(2), torch.tensor([1.0, float("inf")])], {})
@@ -140,21 +162,11 @@ def grads_are_finite(grads: Sequence[torch.Tensor], scratch: dict[torch.device, 
     device = grads[0].device
     groups = [grads] if all(g.device == device for g in grads) else _by_device(grads)
     for group in groups:
-        device = group[0].device
-        bufs = scratch.get(device)
-        if bufs is None:
-            bufs = scratch[device] = (torch.zeros(1, device=device), torch.ones(1, device=device))
-        found, one = bufs
-        found.zero_()
-        try:
-            if _fused_check is None:
-                raise TypeError("no fused check in this torch")
-            _fused_check(group, found, one)
-        except (RuntimeError, TypeError):  # a dtype/layout the fused kernel does not take
+        found = nonfinite_found(group, scratch)
+        if found is None:
             if not all(bool(torch.isfinite(g).all()) for g in group):
                 return False
-            continue
-        if found.item() != 0.0:
+        elif found.item() != 0.0:
             return False
     return True
 
@@ -224,7 +236,7 @@ class NonfiniteGuard:
         self.sticky = False
         self.on_device = False  # the verdict stays on the device (set when optimizers are bound)
         self._handles: list[Any] = []
-        self._scratch: dict[Any, Any] = {}
+        self._scratch: dict[torch.device, Any] = {}
         self._deferred: list[tuple[list[torch.Tensor], Any, int]] = []
         self._pass_flag: torch.Tensor | None = None  # device mode: 1 when a pass since the last step was bad
         self._step_flag: torch.Tensor | None = None  # device mode: the verdict of the current step
@@ -422,7 +434,8 @@ class NonfiniteGuard:
             grads = [p.grad for p in params if p.grad is not None]
             if not grads:
                 return
-            found = self._device_found(grads) if self.on_device else None
+            one_device = all(g.device == grads[0].device for g in grads)
+            found = nonfinite_found(grads, self._scratch) if self.on_device and one_device else None
             if found is not None:
                 self._count_on_device(found)
                 self._arm(optimizer, found)
@@ -437,22 +450,6 @@ class NonfiniteGuard:
             self.pending = False
 
         return before_step
-
-    def _device_found(self, grads: list[torch.Tensor]) -> torch.Tensor | None:
-        """A 0-dim float32 flag on the gradients' device, 1.0 when one holds a NaN/inf; ``None`` where the
-        fused check does not take them (the host check runs instead)."""
-        device = grads[0].device
-        if _fused_check is None or any(g.device != device for g in grads):
-            return None
-        one = self._scratch.get(("one", device))
-        if one is None:
-            one = self._scratch[("one", device)] = torch.ones((), device=device)
-        found = torch.zeros((), device=device)
-        try:
-            _fused_check(grads, found, one)
-        except (RuntimeError, TypeError):  # a dtype/layout the fused kernel does not take
-            return None
-        return found
 
     def remove_hooks(self) -> None:
         """Detach from the optimizers (the device counters are read first)."""
