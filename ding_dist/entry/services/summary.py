@@ -55,7 +55,7 @@ def time_lines(phases: Mapping[str, float], world_size: int = 1, cores: int | No
     """
     loop = {k: float(v) for k, v in phases.items() if k != "startup" and isinstance(v, (int, float))}
     total = sum(loop.values())
-    if not phases or total <= 0:
+    if total <= 0:
         return []
     shown = [(k, v) for k, v in _ordered(loop) if v >= 0.05 or k in ("collect", "learn")]
     parts = [f"{_PHASES.get(k, k)} {v:.1f} s ({100 * v / total:.0f}%)" for k, v in shown]
