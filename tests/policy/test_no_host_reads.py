@@ -68,9 +68,10 @@ class _DeviceReads(TorchDispatchMode):
         return out
 
 
-def _learn_reads(name: str, device: str) -> tuple[list[int], bool]:
-    """Reads per ``policy.learn`` call of a short collection and update of config ``name`` on ``device``, and
-    whether every distributed model's non-finite check kept its verdict on the device."""
+def _learn_reads(name: str, device: str) -> tuple[list[int], int, bool]:
+    """Reads per ``policy.learn`` call of a short collection and update of config ``name`` on ``device``, the calls
+    made (2 rollouts on-policy, 3 replay updates off-policy), and whether every distributed model's non-finite check
+    kept its verdict on the device."""
     cfg = load_config(name, overrides=[f"policy.device={device}"])
     n = cfg.env.collector_env_num
     venv = make_vec_env(cfg.env, n, env_manager(cfg), training=True)
@@ -94,37 +95,34 @@ def _learn_reads(name: str, device: str) -> tuple[list[int], bool]:
         collector, learner = Collector(venv, policy, list(range(n))), Learner(policy)
         p = cfg.policy
         n_vec = max(1, math.ceil(p.collect.n_sample / n))
-        if get_policy_cls(cfg.create_config.policy.type).on_policy:
-            for _ in range(2):
+        on_policy = get_policy_cls(cfg.create_config.policy.type).on_policy
+        calls = 2 if on_policy else 3
+        if on_policy:
+            for _ in range(calls):
                 learner.train_rollout(collector.collect(n_vec, 0))
         else:
             space = venv.single_observation_space, venv.single_action_space
             buffer = make_replay_buffer(cfg, *space, n, replay_capacity(cfg, 1), 0)
             while len(buffer) < 2 * p.learn.batch_size:
                 buffer.extend(collector.collect(n_vec, 0))
-            learner.train_replay(buffer, 3, p.learn.batch_size)
+            learner.train_replay(buffer, calls, p.learn.batch_size)
     finally:
         venv.close()
     guards = [m._guard for m in learner._models() if m._guard is not None]
-    return reads, bool(guards) and all(g.on_device for g in guards)
-
-
-def _calls(name: str) -> int:
-    """``policy.learn`` calls above: 2 rollouts (on-policy) or 3 replay updates."""
-    return 2 if get_policy_cls(load_config(name).create_config.policy.type).on_policy else 3
+    return reads, calls, bool(guards) and all(g.on_device for g in guards)
 
 
 @pytest.mark.parametrize("name", CONFIGS)
 def test_a_learn_step_reads_nothing_back(name, monkeypatch):
     monkeypatch.setattr(nonfinite, "reads_wait_for_device", lambda device: True)
-    reads, on_device = _learn_reads(name, "cpu")
+    reads, calls, on_device = _learn_reads(name, "cpu")
     assert on_device, "every optimizer takes the device-side verdict"
-    assert reads == [HOST_VALUES.get(name, 0)] * _calls(name), reads
+    assert reads == [HOST_VALUES.get(name, 0)] * calls, reads
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.parametrize("name", CONFIGS)
 def test_a_learn_step_on_cuda_reads_nothing_back(name):
-    reads, on_device = _learn_reads(name, "cuda")
+    reads, calls, on_device = _learn_reads(name, "cuda")
     assert on_device, "every optimizer takes the device-side verdict"
-    assert reads == [0] * _calls(name), reads
+    assert reads == [0] * calls, reads
