@@ -63,6 +63,7 @@ class RowRing:
         self._data: dict[str, np.ndarray] = {}
         self._rows = 0  # rows filled so far (<= rows_capacity)
         self._rng = np.random.default_rng(seed)
+        self._gamma_powers = np.array([self.gamma**k for k in range(self.n_step)], dtype=np.float32)
 
     @property
     def capacity(self) -> int:
@@ -107,27 +108,31 @@ class RowRing:
 
     def _n_step_at(self, oldest: int, offset: np.ndarray, env: np.ndarray) -> dict[str, np.ndarray]:
         """The n-step returns of the transitions ``offset`` rows after ``oldest`` in slots ``env`` (as
-        :meth:`_draw_n_step`, which draws them uniformly; the prioritized buffer draws them by priority)."""
-        cap, d, batch_size = self.rows_capacity, self._data, len(offset)
+        :meth:`_draw_n_step`, which draws them uniformly; the prioritized buffer draws them by priority).
+
+        All ``n_step`` rows of every transition are read at once (``[batch, n_step]``): step ``k`` counts when it is
+        stored and no earlier step of the transition ended its episode, so the counted steps are a prefix."""
+        cap, d = self.rows_capacity, self._data
         start = oldest + offset
-        remaining = self._rows - offset  # rows from start to the newest, inclusive
-        ret = np.zeros(batch_size, dtype=np.float64)
-        steps = np.zeros(batch_size, dtype=np.int64)
-        last = start.copy()
-        alive = np.ones(batch_size, dtype=bool)
-        for k in range(self.n_step):
-            active = alive & (k < remaining)
-            row = (start + k) % cap
-            ret += np.where(active, self.gamma**k * d["reward"][row, env], 0.0)
-            last = np.where(active, start + k, last)
-            steps = np.where(active, k + 1, steps)
-            alive = active & ~(d["terminated"][row, env] | d["truncated"][row, env])
+        if self.n_step == 1:  # one step: always stored, nothing to cut short
+            row = start % cap
+            discount = (self.gamma * ~d["terminated"][row, env]).astype(np.float32)
+            return {"env": env, "start": start, "last": start, "reward": d["reward"][row, env], "discount": discount}
+        k = np.arange(self.n_step)
+        rows, envs = (start[:, None] + k) % cap, env[:, None]
+        counted = k < (self._rows - offset)[:, None]  # stored: at most the newest row
+        ended = d["terminated"][rows[:, :-1], envs] | d["truncated"][rows[:, :-1], envs]
+        counted[:, 1:] &= ~np.logical_or.accumulate(ended, axis=1)
+        # each step's discounted reward in float32 (gamma**k rounded to float32), summed in float64 in step order
+        scaled = np.where(counted, d["reward"][rows, envs] * self._gamma_powers, np.float32(0.0))
+        steps = counted.sum(axis=1)
+        last = start + steps - 1
         discount = self.gamma**steps * (~d["terminated"][last % cap, env])
         return {
             "env": env,
             "start": start,
             "last": last,
-            "reward": ret.astype(np.float32),
+            "reward": scaled.sum(axis=1, dtype=np.float64).astype(np.float32),
             "discount": discount.astype(np.float32),
         }
 

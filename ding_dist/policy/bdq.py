@@ -113,6 +113,10 @@ class BDQPolicy(QLearningPolicy):
         init_q_learning(self, net, lr=self.cfg.learn.learning_rate)
 
     # --- acting: bin indices per dimension (stored in the Box's float array) ----------------------------------
+    @property
+    def action_branches(self) -> tuple[int, ...]:
+        return (self.box.size,)
+
     def collect_action(self, obs: np.ndarray, env_step: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         bins, extras = super().collect_action(obs, env_step)  # epsilon-greedy per branch
         return bins.reshape(obs.shape[0], *self.box.shape).astype(np.float32), extras

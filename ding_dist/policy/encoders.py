@@ -77,8 +77,23 @@ def obs_tensor(obs: np.ndarray, space: gym.Space, device: torch.device | str) ->
 
         x = obs_tensor(obs, venv.single_observation_space, "cpu")
     """
+    return torch.as_tensor(obs, dtype=_obs_dtype(space), device=device)
+
+
+_OBS_DTYPES: dict[int, tuple[gym.Space, torch.dtype]] = {}  # id(space) -> (space, dtype): acting asks every step
+
+
+def _obs_dtype(space: gym.Space) -> torch.dtype:
+    """:func:`obs_tensor`'s dtype for ``space``, decided once per space object (the space is held, so its id stays
+    its own)."""
+    known = _OBS_DTYPES.get(id(space))
+    if known is not None and known[0] is space:
+        return known[1]
     dtype = torch.uint8 if is_conv_space(space) else torch.float32
-    return torch.as_tensor(obs, dtype=dtype, device=device)
+    if len(_OBS_DTYPES) >= 256:
+        _OBS_DTYPES.clear()
+    _OBS_DTYPES[id(space)] = (space, dtype)
+    return dtype
 
 
 def conv_channels(channels: Sequence[int] | None) -> tuple[int, int, int]:

@@ -102,6 +102,12 @@ class QLearningPolicy(Policy):
             raise ValueError("priority_IS_weight=True needs priority=True (importance weights come from priorities)")
         self.fixed_epsilon: float | None = None  # set by set_actor_index with other.eps_ladder.enable
 
+    @property
+    def action_branches(self) -> tuple[int, ...]:
+        """The shape of one observation's greedy actions: ``()``, one choice (a subclass with one choice per action
+        dimension says so: BDQ)."""
+        return ()
+
     def count_actions(self, action_space: gym.Space) -> int:
         """The choices per action dimension: a Discrete space's ``n`` (a subclass may discretize a Box: BDQ)."""
         return discrete_actions(action_space, self.algorithm)
@@ -126,10 +132,18 @@ class QLearningPolicy(Policy):
 
     @torch.no_grad()
     def collect_action(self, obs: np.ndarray, env_step: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Epsilon-greedy actions. The coins are drawn first: when every env explores (most steps while epsilon is
+        near 1), the network is not run. That read of the coins is a host read only on the CPU; on an accelerator
+        the network runs unless epsilon is 1. The random draws are the same either way (coins, then actions)."""
         eps = self.schedule_values(env_step)["train/epsilon"]
-        actions = self.model(obs_tensor(obs, self.obs_space, self.device)).argmax(dim=-1)
-        explore = torch.rand(actions.shape, device=actions.device) < eps  # drawn on the device, no host mask
-        return torch.where(explore, torch.randint_like(actions, self.n_actions), actions).cpu().numpy(), {}
+        x = obs_tensor(obs, self.obs_space, self.device)
+        shape = (x.shape[0], *self.action_branches)
+        explore = torch.rand(shape, device=self.device) < eps  # drawn on the device, no host mask
+        skip = eps >= 1.0 or (self.device.type == "cpu" and bool(explore.all()))
+        random = torch.randint(self.n_actions, shape, device=self.device)
+        if skip:
+            return random.numpy(force=True), {}
+        return torch.where(explore, random, self.model(x).argmax(dim=-1)).cpu().numpy(), {}
 
     @torch.no_grad()
     def eval_action(self, obs: np.ndarray) -> np.ndarray:

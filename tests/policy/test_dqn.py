@@ -55,6 +55,31 @@ def test_collect_action_greedy_after_decay_and_random_before():
     assert 0.15 < (early == greedy).mean() < 0.4
 
 
+def test_collect_action_draws_coins_then_random_actions_and_runs_the_network_only_when_one_env_is_greedy():
+    policy = make()
+    calls = []
+    policy.model.register_forward_hook(lambda *_: calls.append(1))
+    obs = np.random.default_rng(1).normal(size=(6, 3)).astype(np.float32)
+    greedy = policy.eval_action(obs)
+    calls.clear()
+    for env_step, eps in [(0, 1.0), (5_000, 0.525), (10**9, 0.05)]:  # linear 1 -> 0.05 over 10k env steps
+        assert policy.schedule_values(env_step)["train/epsilon"] == pytest.approx(eps)
+        torch.manual_seed(7)
+        coins, random = torch.rand(6), torch.randint(4, (6,))  # by hand: the draws, in that order
+        expected = np.where((coins < eps).numpy(), random.numpy(), greedy)
+        torch.manual_seed(7)
+        actions, _ = policy.collect_action(obs, env_step)
+        np.testing.assert_array_equal(actions, expected)
+    assert len(calls) == 2  # eps = 1 explores everywhere: no forward; the other two act greedily somewhere
+    one = obs[:1]
+    torch.manual_seed(3)
+    assert bool(torch.rand(1) < 0.525)  # this seed's coin explores: the network is not needed
+    calls.clear()
+    torch.manual_seed(3)
+    policy.collect_action(one, 5_000)
+    assert calls == []
+
+
 @pytest.mark.parametrize("double, loss", [(True, "huber"), (False, "huber"), (True, "mse")])
 def test_learn_loss_is_huber_on_double_dqn_target(double, loss):
     policy = make(target_update_freq=1000, double=double, loss=loss)
