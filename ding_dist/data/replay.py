@@ -117,7 +117,8 @@ class RowRing:
         if self.n_step == 1:  # one step: always stored, nothing to cut short
             row = start % cap
             discount = (self.gamma * ~d["terminated"][row, env]).astype(np.float32)
-            return {"env": env, "start": start, "last": start, "reward": d["reward"][row, env], "discount": discount}
+            reward = d["reward"][row, env].astype(np.float32, copy=False)
+            return {"env": env, "start": start, "last": start, "reward": reward, "discount": discount}
         k = np.arange(self.n_step)
         rows, envs = (start[:, None] + k) % cap, env[:, None]
         counted = k < (self._rows - offset)[:, None]  # stored: at most the newest row
