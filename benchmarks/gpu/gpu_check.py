@@ -131,7 +131,7 @@ def _start_forkserver(ctx: lib.Ctx, log_dir: str):
 
 
 # Execution order: the slow or hang-prone checks last, so one of them cannot eat the others' budget.
-ORDER = "a1 a2 a3 a4 a5 p1 c1 c2 d1 d2 d3 g1 h0 n1 b1 b4 f1 b6".split()
+ORDER = "a1 a2 a3 a4 a5 p1 c1 c2 d1 d2 d3 d4 g1 h0 n1 b1 b4 f1 b6".split()
 
 
 def _environment(device: str, quick: bool, cpu_threads: int) -> str:

@@ -209,6 +209,12 @@ def check_pytest_learn_reads(ctx: Ctx) -> list[dict[str, str]]:
     return [_pytest_row(ctx, "d3", "tests/policy/test_no_host_reads.py", quick, "nothing else counts them")]
 
 
+def check_pytest_priorities(ctx: Ctx) -> list[dict[str, str]]:
+    """tests/data/test_prioritized.py: on CUDA, an update's priorities reach the tree without a synchronizing call
+    at the update (the rest of the file is the CPU suite's; it runs whole, ``--quick`` too: a few seconds)."""
+    return [_pytest_row(ctx, "d4", "tests/data/test_prioritized.py", "priorit", "the CPU suite runs the same file")]
+
+
 def _cli_args(ctx: Ctx, exp_dir: str, nproc: int) -> list[str]:
     args = ["train", str(CONFIGS["ppo"]), "--seed", "0", "--exp-dir", exp_dir, "--timeout", "120"]
     args += [

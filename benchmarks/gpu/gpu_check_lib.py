@@ -28,7 +28,13 @@ from typing import Any
 import torch
 from gpu_check_common import REPO, Ctx, one_line, row
 from gpu_check_common import SIZES as SIZES  # re-exported: tests/test_gpu_check.py reads gpu_check_lib.SIZES
-from gpu_check_gloo import check_cli_torchrun, check_gloo_pair, check_pytest_devices, check_pytest_learn_reads
+from gpu_check_gloo import (
+    check_cli_torchrun,
+    check_gloo_pair,
+    check_pytest_devices,
+    check_pytest_learn_reads,
+    check_pytest_priorities,
+)
 from gpu_check_images import check_image_policies
 from gpu_check_learner import check_learner_rate
 from gpu_check_nccl import check_nccl_collectives, check_nccl_distribute
@@ -76,6 +82,7 @@ CHECKS: dict[str, tuple[str, Callable[..., list[dict[str, str]]], tuple, list[st
     "d1": ("learner updates/s, Nature-DQN conv", check_learner_rate, ("d1", "conv"), ["d1"]),
     "d2": ("learner updates/s, CartPole MLP", check_learner_rate, ("d2", "mlp"), ["d2"]),
     "d3": ("pytest tests/policy/test_no_host_reads.py", check_pytest_learn_reads, (), ["d3"]),
+    "d4": ("pytest tests/data/test_prioritized.py", check_pytest_priorities, (), ["d4"]),
     "f1": ("ding-dist train --actors N --learners M", check_actor_learner, (), list(AL_RUNS)),
     "g1": ("image policies, 1 process", check_image_policies, (), ["g1", "g2", "g3"]),
     "h0": (

@@ -16,6 +16,11 @@ ring wraps: overwriting a row gives its slots fresh priorities.
 set the leaves and recompute their ancestors level by level with array operations; sampling finds each draw's
 subtree with one ``np.searchsorted`` and descends all ``B`` draws together, one level per step: a few dozen
 array operations per batch, no Python loop per element.
+
+Priorities computed on an accelerator reach the host without making it wait (:class:`DeferredPriorities`): an
+update's ``|delta|`` starts its copy to the host and is applied when the tree is next read (the next draw, new
+rows, a checkpoint), by when the device has usually finished that update. The draws see every update, in order,
+exactly as if it had been applied at once.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import torch
 from ding_dist.data.frame_replay import FrameReplayBuffer
 from ding_dist.data.replay import _FIELDS, ReplayBuffer, as_tensors
 
-__all__ = ["PrioritizedReplayBuffer", "SumMinTree"]
+__all__ = ["DeferredPriorities", "HostCopy", "PrioritizedReplayBuffer", "SumMinTree"]
 
 
 class SumMinTree:
@@ -150,7 +155,124 @@ def _unit_interval(name: str, value: float) -> float:
     return value
 
 
-class PrioritizedReplayBuffer:
+class HostCopy:
+    """A tensor's values on their way to the host. From a CUDA tensor the copy into pinned memory starts at once and
+    nothing waits for the device until :meth:`numpy`; from any other it is an ordinary copy.
+
+    Example::
+
+        pending = HostCopy(td_error)   # returns at once: the update that computes td_error may still run
+        values = pending.numpy()       # waits for that update if it has not finished (a numpy array, flat)
+    """
+
+    __slots__ = ("_event", "_host", "_rows")
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        t = tensor.detach().reshape(-1)
+        self._rows: np.ndarray | None = None
+        self._event: Any = None
+        if t.device.type == "cuda":
+            self._host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+            self._host.copy_(t, non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()
+        else:
+            self._host = t.to("cpu", copy=True)
+
+    def __len__(self) -> int:
+        return len(self._host) if self._rows is None else len(self._rows)
+
+    def take(self, rows: np.ndarray) -> HostCopy:
+        """The values at ``rows`` (indices or a boolean mask), still on their way: one copy serves every part."""
+        out = HostCopy.__new__(HostCopy)
+        picked = np.arange(len(self._host))[rows] if self._rows is None else self._rows[rows]
+        out._host, out._event, out._rows = self._host, self._event, picked
+        return out
+
+    def numpy(self) -> np.ndarray:
+        """The values, once the copy has arrived."""
+        if self._event is not None:
+            self._event.synchronize()
+        values = self._host.numpy()
+        return values if self._rows is None else values[self._rows]
+
+
+class DeferredPriorities:
+    """Priority updates that do not make the host wait for the device (for a buffer with a :class:`SumMinTree`).
+
+    :meth:`update_priorities` with a tensor keeps a :class:`HostCopy` of it; every read of :attr:`tree` or
+    :attr:`max_priority` applies the pending updates first, in order. Values already on the host (numpy) apply at
+    once. A subclass sets ``eps`` and ``alpha``, calls :meth:`_init_priorities` and names its valid indices in
+    :meth:`_index_count`.
+
+    Example::
+
+        buf.update_priorities(indices, td_error)  # a CUDA tensor: returns before the update has finished
+        batch, weights, indices = buf.sample(64)  # applies it first (waiting only if the device is still on it)
+    """
+
+    eps: float
+    alpha: float
+
+    def _init_priorities(self, leaves: int) -> None:
+        self._pending: list[tuple[np.ndarray, HostCopy]] = []
+        self._tree = SumMinTree(leaves)
+        self._max_priority = 1.0  # largest |delta| + eps so far (before the exponent)
+
+    def _index_count(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def tree(self) -> SumMinTree:
+        """The priorities' tree, with every update applied."""
+        if self._pending:
+            self._settle()
+        return self._tree
+
+    @property
+    def max_priority(self) -> float:
+        """The largest ``|delta| + eps`` so far, every update applied (new transitions get it)."""
+        if self._pending:
+            self._settle()
+        return self._max_priority
+
+    @max_priority.setter
+    def max_priority(self, value: float) -> None:
+        if self._pending:
+            self._settle()
+        self._max_priority = float(value)
+
+    def update_priorities(self, indices: np.ndarray, priorities: Any) -> None:
+        """Set the priorities of ``indices`` (from ``sample``) to ``(|priorities| + eps) ** alpha``: a tensor's when
+        the tree is next read (its copy to the host starts now), an array's now."""
+        index = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if isinstance(priorities, torch.Tensor):
+            priorities = HostCopy(priorities)
+        size = len(priorities) if isinstance(priorities, HostCopy) else np.size(priorities)
+        if size != index.size:
+            raise ValueError(f"{index.size} indices but {size} priorities")
+        count = self._index_count()
+        if index.size and (index.min() < 0 or index.max() >= count):
+            raise ValueError(f"indices must be in [0, {count}), got {index.min()}..{index.max()}")
+        if isinstance(priorities, HostCopy):
+            self._pending.append((index, priorities))
+        else:
+            self._apply(index, priorities)
+
+    def _settle(self) -> None:
+        while self._pending:  # in order; a refused update is dropped, the later ones stay pending
+            index, values = self._pending.pop(0)
+            self._apply(index, values.numpy())
+
+    def _apply(self, index: np.ndarray, priorities: Any) -> None:
+        p = np.abs(np.asarray(priorities, dtype=np.float64)).reshape(-1) + self.eps
+        if not np.isfinite(p).all():
+            raise ValueError("priorities must be finite, got NaN or inf")
+        self._tree.update(index, p**self.alpha)
+        self._max_priority = max(self._max_priority, float(p.max(initial=0.0)))
+
+
+class PrioritizedReplayBuffer(DeferredPriorities):
     """Proportional prioritized replay over a :class:`ReplayBuffer` or :class:`FrameReplayBuffer` storage.
 
     Args:
@@ -192,8 +314,7 @@ class PrioritizedReplayBuffer:
             raise ValueError(f"the storage of a PrioritizedReplayBuffer must start empty, it holds {len(storage)}")
         self.anneal_step, self.eps = int(anneal_step), float(eps)
         self.storage = storage
-        self.tree = SumMinTree(storage.capacity)
-        self.max_priority = 1.0  # largest |delta| + eps so far (before the exponent)
+        self._init_priorities(storage.capacity)
         self.draws = 0  # sample() calls so far (beta's schedule)
         self.sampled_age = [0.0, 0]  # since pop_sample_age(): sum of the sampled transitions' ages, their count
 
@@ -301,16 +422,8 @@ class PrioritizedReplayBuffer:
         self.sampled_age = [0.0, 0]
         return out
 
-    def update_priorities(self, indices: np.ndarray, priorities: Any) -> None:
-        """Set the priorities of ``indices`` (from :meth:`sample`) to ``(|priorities| + eps) ** alpha``."""
-        index = np.asarray(indices, dtype=np.int64).reshape(-1)
-        p = self._scaled(priorities).reshape(-1)
-        if p.shape != index.shape:
-            raise ValueError(f"{index.size} indices but {p.size} priorities")
-        if index.size and (index.min() < 0 or index.max() >= len(self)):
-            raise ValueError(f"indices must be in [0, {len(self)}), got {index.min()}..{index.max()}")
-        self.tree.update(index, p**self.alpha)
-        self.max_priority = max(self.max_priority, float(p.max(initial=0.0)))
+    def _index_count(self) -> int:
+        return len(self)
 
     def state_dict(self) -> dict[str, Any]:
         """The storage's state plus the priorities, the maximum priority and the draw count (plain values)."""

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ding_dist.comm import get_world_size
-from ding_dist.data.prioritized import PrioritizedReplayBuffer
+from ding_dist.data.prioritized import HostCopy, PrioritizedReplayBuffer
 from ding_dist.data.prioritized_shards import draw_prioritized
 from ding_dist.data.replay import ReplayBuffer
 
@@ -96,14 +96,15 @@ class ReplayShards:
 
     def update_priorities(self, indices: np.ndarray, priorities: Any) -> None:
         """Send each of ``priorities`` (``|delta|``) to the shard that :meth:`sample` drew its index from."""
-        if isinstance(priorities, torch.Tensor):
-            priorities = priorities.detach().cpu().numpy()
-        p = np.asarray(priorities).reshape(-1)
+        # a tensor's copy to the host starts once, each shard applies its part when it is next read
+        p = HostCopy(priorities) if isinstance(priorities, torch.Tensor) else np.asarray(priorities).reshape(-1)
         shard, index = np.divmod(np.asarray(indices, dtype=np.int64).reshape(-1), self._STRIDE)
+        if len(p) != len(index):
+            raise ValueError(f"{len(index)} indices but {len(p)} priorities")
         for pos, buffer in enumerate(self.shards.values()):
             mine = shard == pos
             if mine.any():
-                buffer.update_priorities(index[mine], p[mine])
+                buffer.update_priorities(index[mine], p.take(mine) if isinstance(p, HostCopy) else p[mine])
 
     def state_dict(self) -> dict[str, Any]:
         return {"shards": {k: b.state_dict() for k, b in self.shards.items()}}

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ding_dist.data.prioritized import SumMinTree
+from ding_dist.data.prioritized import DeferredPriorities
 from ding_dist.data.replay import as_tensors
 
 __all__ = ["SequenceReplayBuffer", "sequence_priority"]
@@ -52,7 +52,7 @@ def sequence_priority(td: torch.Tensor, mask: torch.Tensor, eta: float = 0.9) ->
 _FIRST_ROWS = 64
 
 
-class SequenceReplayBuffer:
+class SequenceReplayBuffer(DeferredPriorities):
     """Prioritized replay of fixed-length sequences cut from each env slot's stream (see the module docstring).
 
     Args:
@@ -123,8 +123,7 @@ class SequenceReplayBuffer:
             "burnin": np.zeros(s, dtype=np.int64),
             **{k: np.zeros((s, *shape), dtype=np.float32) for k, shape in self.state_shapes.items()},
         }
-        self.tree = SumMinTree(self.slots)
-        self.max_priority = 1.0
+        self._init_priorities(self.slots)
         self.draws = 0
         self._pos = 0  # next slot written
         self._count = 0  # slots filled
@@ -248,18 +247,8 @@ class SequenceReplayBuffer:
         batch = as_tensors({k: v[index] for k, v in self._data.items()}, device)
         return batch, torch.as_tensor(weights, dtype=torch.float32).to(device), index
 
-    def update_priorities(self, indices: np.ndarray, priorities: Any) -> None:
-        """Set the priorities of ``indices`` (from :meth:`sample`) to ``(|priorities| + eps) ** alpha``."""
-        if isinstance(priorities, torch.Tensor):
-            priorities = priorities.detach().cpu().numpy()
-        index = np.asarray(indices, dtype=np.int64).reshape(-1)
-        p = np.abs(np.asarray(priorities, dtype=np.float64)).reshape(-1) + self.eps
-        if p.shape != index.shape or not np.isfinite(p).all():
-            raise ValueError(f"need one finite priority per index: {index.size} indices, {p.size} priorities")
-        if index.size and (index.min() < 0 or index.max() >= self._count):
-            raise ValueError(f"indices must be in [0, {self._count}), got {index.min()}..{index.max()}")
-        self.tree.update(index, p**self.alpha)
-        self.max_priority = max(self.max_priority, float(p.max(initial=0.0)))
+    def _index_count(self) -> int:
+        return self._count
 
     # --- checkpoints -------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -233,3 +233,63 @@ def test_config_keys_are_validated_and_priority_chooses_the_prioritized_buffer()
         buf = make_replay_buffer(cfg, obs, act, num_envs=2, capacity=100, seed=0)
         assert isinstance(buf, PrioritizedReplayBuffer) == priority
     assert (buf.alpha, buf.beta0, buf.anneal_step, buf.capacity) == (0.7, 0.5, 10, 100)
+
+
+def test_tensor_priorities_apply_at_the_next_read_in_order_and_draw_as_if_applied_at_once():
+    deferred, direct = wrapped_buffer(alpha=0.6), wrapped_buffer(alpha=0.6)
+    rng = np.random.default_rng(0)
+    for step in range(6):
+        batch_d, w_d, idx_d = deferred.sample(8)
+        batch_n, w_n, idx_n = direct.sample(8)
+        np.testing.assert_array_equal(idx_d, idx_n)
+        np.testing.assert_array_equal(w_d.numpy(), w_n.numpy())
+        delta = rng.uniform(0.0, 5.0, 8)
+        deferred.update_priorities(idx_d, torch.tensor(delta, dtype=torch.float64))
+        assert len(deferred._pending) == 1  # kept, not applied: nothing waited for the values
+        direct.update_priorities(idx_n, delta)
+        if step == 2:  # new rows read the maximum priority: the pending update counts
+            deferred.add(rollout(12 + step, 1))
+            direct.add(rollout(12 + step, 1))
+    np.testing.assert_array_equal(deferred.tree.leaves(np.arange(16)), direct.tree.leaves(np.arange(16)))
+    assert deferred.max_priority == direct.max_priority
+    # two pending updates of one index: the later one wins, and the maximum remembers the earlier one
+    deferred.update_priorities(np.array([3]), torch.tensor([5.0]))
+    deferred.update_priorities(np.array([3]), torch.tensor([1.0]))
+    assert len(deferred._pending) == 2
+    assert deferred.tree.leaves(np.array([3]))[0] == (1.0 + deferred.eps) ** 0.6
+    assert deferred.max_priority == max(direct.max_priority, 5.0 + deferred.eps)
+    assert deferred._pending == []
+
+
+def test_a_non_finite_tensor_priority_is_refused_at_the_next_read_and_sizes_at_once():
+    buf = wrapped_buffer()
+    with pytest.raises(ValueError, match="3 indices but 2 priorities"):
+        buf.update_priorities(np.array([0, 1, 2]), torch.tensor([1.0, 2.0]))
+    buf.update_priorities(np.array([0, 1]), torch.tensor([1.0, float("nan")]))
+    with pytest.raises(ValueError, match="priorities must be finite"):
+        buf.sample(4)
+    buf.sample(4)  # the refused update is dropped; the buffer goes on
+
+
+def test_host_copy_parts_pick_their_rows_from_one_copy():
+    from ding_dist.data.prioritized import HostCopy
+
+    copy = HostCopy(torch.arange(10.0).reshape(2, 5))
+    np.testing.assert_array_equal(copy.numpy(), np.arange(10.0))
+    part = copy.take(np.arange(10) % 3 == 0)  # rows 0, 3, 6, 9
+    np.testing.assert_array_equal(part.numpy(), [0.0, 3.0, 6.0, 9.0])
+    np.testing.assert_array_equal(part.take(np.array([2, 0])).numpy(), [6.0, 0.0])
+    assert len(part) == 4
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_priorities_reach_the_tree_without_a_host_wait_at_the_update():
+    buf, reference = wrapped_buffer(), wrapped_buffer()
+    delta = torch.linspace(0.1, 3.0, 16, device="cuda")
+    torch.cuda.set_sync_debug_mode("error")  # any synchronizing call raises
+    try:
+        buf.update_priorities(np.arange(16), delta * 2.0)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    reference.update_priorities(np.arange(16), (delta * 2.0).cpu().numpy())
+    np.testing.assert_array_equal(buf.tree.leaves(np.arange(16)), reference.tree.leaves(np.arange(16)))
