@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ding_dist.data.frame_replay import FrameReplayBuffer
-from ding_dist.data.replay import _FIELDS, ReplayBuffer, as_tensors
+from ding_dist.data.replay import _FIELDS, ReplayBuffer, as_tensors, to_device
 
 __all__ = ["DeferredPriorities", "HostCopy", "PrioritizedReplayBuffer", "SumMinTree"]
 
@@ -393,7 +393,8 @@ class PrioritizedReplayBuffer(DeferredPriorities):
         self.sampled_age[0] += float(age.sum()) * self.num_envs
         self.sampled_age[1] += len(age)
         drawn = s._n_step_at(oldest, (row - oldest) % s.rows_capacity, env)
-        return as_tensors(s._gather(drawn), device), torch.as_tensor(weights, dtype=torch.float32).to(device), index
+        weight = to_device(torch.as_tensor(weights, dtype=torch.float32), device)
+        return as_tensors(s._gather(drawn), device), weight, index
 
     def sample_indices(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
         """The draw of :meth:`sample` without the transitions: indices (int64) and importance weights (float64)."""

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["ReplayBuffer"]
+__all__ = ["ReplayBuffer", "as_tensors", "to_device"]
 
 _FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
 
@@ -151,8 +151,31 @@ class RowRing:
 
 
 def as_tensors(arrays: Mapping[str, np.ndarray], device: str | torch.device) -> dict[str, torch.Tensor]:
-    """Sampled arrays as tensors on ``device``."""
-    return {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in arrays.items()}
+    """Sampled arrays as tensors on ``device`` (:func:`to_device` each).
+
+    Example::
+
+        as_tensors({"reward": np.zeros(32, np.float32)}, "cpu")["reward"].shape  # torch.Size([32])
+    """
+    cuda = torch.device(device).type == "cuda"
+    return {k: to_device(torch.from_numpy(np.ascontiguousarray(v)), device, cuda) for k, v in arrays.items()}
+
+
+def to_device(tensor: torch.Tensor, device: str | torch.device, cuda: bool | None = None) -> torch.Tensor:
+    """A host ``tensor`` on ``device``. To a CUDA device it goes through pinned memory with a non-blocking copy, so
+    the host does not wait for the work the device still has queued (a plain copy from pageable memory synchronizes
+    the stream first); the copy is ordered before whatever later uses the tensor on that stream. ``cuda``: whether
+    ``device`` is a CUDA device, when the caller knows.
+
+    Example::
+
+        weights = to_device(torch.ones(32), "cuda")  # returns before the device has run its queued update
+    """
+    if cuda is None:
+        cuda = torch.device(device).type == "cuda"
+    if cuda:
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
 
 
 class ReplayBuffer(RowRing):

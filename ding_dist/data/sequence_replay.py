@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ding_dist.data.prioritized import DeferredPriorities
-from ding_dist.data.replay import as_tensors
+from ding_dist.data.replay import as_tensors, to_device
 
 __all__ = ["SequenceReplayBuffer", "sequence_priority"]
 
@@ -245,7 +245,7 @@ class SequenceReplayBuffer(DeferredPriorities):
     ) -> tuple[dict[str, torch.Tensor], torch.Tensor, np.ndarray]:
         """The sequences at drawn ``index`` with their ``weights``, as :meth:`sample` returns them."""
         batch = as_tensors({k: v[index] for k, v in self._data.items()}, device)
-        return batch, torch.as_tensor(weights, dtype=torch.float32).to(device), index
+        return batch, to_device(torch.as_tensor(weights, dtype=torch.float32), device), index
 
     def _index_count(self) -> int:
         return self._count

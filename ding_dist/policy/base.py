@@ -52,6 +52,7 @@ from easydict import EasyDict
 from torch import nn
 
 from ding_dist.comm import get_world_size, resolve_device
+from ding_dist.data.replay import to_device
 from ding_dist.sync import distribute, get_algorithm
 from ding_dist.utils.keys import Key, KeySet
 from ding_dist.utils.plan import Plan
@@ -367,8 +368,9 @@ class Policy(abc.ABC):
 
     # --- small helpers --------------------------------------------------------------------------
     def as_tensor(self, x: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """``x`` as a tensor on the policy's device."""
-        return torch.as_tensor(x, dtype=dtype, device=self.device)
+        """``x`` as a tensor on the policy's device (to a CUDA device without waiting for its queued work:
+        :func:`~ding_dist.data.replay.to_device`)."""
+        return to_device(torch.as_tensor(x, dtype=dtype), self.device)
 
 
 def _load_optimizer_keeping_kernels(optimizer: torch.optim.Optimizer, state: Mapping[str, Any]) -> None:

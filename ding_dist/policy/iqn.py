@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from ding_dist.comm import get_world_size
+from ding_dist.data.replay import to_device
 from ding_dist.policy.base import mlp
 from ding_dist.policy.losses import quantile_huber_loss
 from ding_dist.policy.networks import trunk
@@ -142,7 +143,7 @@ class IQNPolicy(QLearningPolicy):
         """
         n, world = int(self.cfg.model.num_quantiles), get_world_size(self.sync_group)
         g = step_generator(self.quantile_seed, self.train_iter)
-        both = torch.rand(2, local_rows * world, n, generator=g).to(self.device)
+        both = to_device(torch.rand(2, local_rows * world, n, generator=g), self.device)  # no stream sync
         return global_rows(both[0], local_rows, self.sync_group), global_rows(both[1], local_rows, self.sync_group)
 
     def learn(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

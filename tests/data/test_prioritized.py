@@ -283,13 +283,27 @@ def test_host_copy_parts_pick_their_rows_from_one_copy():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_priorities_reach_the_tree_without_a_host_wait_at_the_update():
+def test_cuda_draws_and_priorities_make_no_synchronizing_call():
     buf, reference = wrapped_buffer(), wrapped_buffer()
+    uniform = ReplayBuffer(ROWS * ENVS, (1,), num_envs=ENVS, n_step=3, gamma=0.5, seed=3)
+    uniform_ref = ReplayBuffer(ROWS * ENVS, (1,), num_envs=ENVS, n_step=3, gamma=0.5, seed=3)
+    for b in (uniform, uniform_ref):
+        b.extend(rollout(0, 12))
     delta = torch.linspace(0.1, 3.0, 16, device="cuda")
     torch.cuda.set_sync_debug_mode("error")  # any synchronizing call raises
     try:
+        busy = delta.repeat(2000, 1).cumsum(0)  # queued work the uploads must not wait for
         buf.update_priorities(np.arange(16), delta * 2.0)
+        batch, weights, index = buf.sample(8, device="cuda")
+        drawn = uniform.sample(8, device="cuda")
     finally:
         torch.cuda.set_sync_debug_mode("default")
+    assert busy.is_cuda
     reference.update_priorities(np.arange(16), (delta * 2.0).cpu().numpy())
     np.testing.assert_array_equal(buf.tree.leaves(np.arange(16)), reference.tree.leaves(np.arange(16)))
+    ref_batch, ref_weights, ref_index = reference.sample(8)
+    np.testing.assert_array_equal(index, ref_index)
+    assert torch.equal(weights.cpu(), ref_weights) and weights.device.type == "cuda"
+    assert all(torch.equal(batch[k].cpu(), ref_batch[k]) for k in ref_batch)
+    ref_drawn = uniform_ref.sample(8)
+    assert all(drawn[k].is_cuda and torch.equal(drawn[k].cpu(), ref_drawn[k]) for k in ref_drawn)
