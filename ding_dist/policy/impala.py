@@ -42,6 +42,7 @@ import torch
 from torch import nn
 
 from ding_dist.comm import broadcast, comm_device, get_rank, get_world_size
+from ding_dist.data.replay import to_device
 from ding_dist.policy.base import Policy
 from ding_dist.policy.ppo import PPOPolicy
 from ding_dist.policy.registry import register_policy
@@ -188,7 +189,8 @@ class IMPALAPolicy(PPOPolicy):
         first = rank * n_envs  # this learner's first global column (every learner holds n_envs)
         parts = [mb[(mb >= first) & (mb < first + n_envs)] - first for mb in plan]
         # A learner with none of a minibatch still steps with the others: on one column whose terms count 0 times.
-        plan = [(torch.as_tensor(c if len(c) else [0], device=self.device), scale if len(c) else 0.0) for c in parts]
+        plan = [(to_device(torch.as_tensor(c if len(c) else [0]), self.device), scale if len(c) else 0.0)
+                for c in parts]  # fmt: skip
         stats = dict.fromkeys(("loss", "policy_loss", "value_loss", "entropy", "rho_mean"),
                               torch.zeros((), device=self.device))  # fmt: skip
         for cols, part in plan:

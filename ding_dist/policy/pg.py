@@ -36,6 +36,7 @@ from torch import nn
 from torch.distributions import Categorical, Normal
 
 from ding_dist.comm import allgather, comm_device, get_rank, get_world_size
+from ding_dist.data.replay import to_device
 from ding_dist.policy.base import Policy, action_info, mlp, obs_dim
 from ding_dist.policy.registry import register_policy
 from ding_dist.utils.keys import Key
@@ -268,7 +269,7 @@ class PGPolicy(Policy):
         plan = []  # (this rank's indices, its loss scale) per minibatch: on the host once per call
         for idx in episode_minibatches(sum(rank_samples), batch, seed):
             mine = idx[(idx >= offset) & (idx < offset + size)] - offset
-            plan.append((torch.as_tensor(mine, device=self.device), world / len(idx)))
+            plan.append((to_device(torch.as_tensor(mine), self.device), world / len(idx)))
 
         stats = dict.fromkeys(_STATS, torch.zeros((), device=self.device))
         for idx, scale in plan:  # this rank's part of the mean over the global minibatch, times N (engine averages)
