@@ -167,10 +167,14 @@ def _cpu_sample(cores: frozenset[int]) -> tuple[float, float, float] | None:
 
 class ThreadGovernor:
     """Torch's intra-op threads of a process that may share its machine: up to ``most`` while the other processes
-    leave this process's cores idle, one as soon as they take more than ``margin`` of a core, re-decided at most
-    every ``interval_s`` from the CPU time the cores spent on other processes (machine-wide busy time less this
-    process's own). Intra-op threads spin while they wait for each other: on cores of their own they make a wide
-    network's update up to 1.5x faster, beside any other busy process several times slower.
+    leave this process's cores idle, one as soon as they take more than ``margin`` of a core, re-decided from the CPU
+    time the cores spent on other processes (machine-wide busy time less this process's own).
+
+    Each phase of a loop (``tick("collect")``, ``tick("learn")``) gets its own count, decided from what the other
+    processes took during that phase's earlier runs once ``interval_s`` of them have passed: env worker processes
+    that are busy while the loop collects and idle while it learns leave the learning its threads. Intra-op threads
+    spin while they wait for each other: on cores of their own they make a wide network's update up to 1.5x faster,
+    beside any other busy process several times slower.
 
     ``sample`` (tests) returns ``(seconds, busy CPU seconds of the cores, own CPU seconds)``. Thread counts change
     float rounding in some reductions, so a run it governs is reproducible bit for bit only under equal load:
@@ -180,9 +184,14 @@ class ThreadGovernor:
 
         governor = ThreadGovernor(most=2)
         for _ in range(iterations):
-            governor.tick()  # cheap between decisions: one clock read
-            ...              # collect and learn
+            governor.tick("collect")  # cheap: a clock read, and at most every 20 ms a read of /proc/stat
+            ...                       # collect
+            governor.tick("learn")
+            ...                       # learn
     """
+
+    #: phases shorter than this are not measured on their own (their time counts towards the next one measured)
+    MIN_PHASE_S = 0.02
 
     def __init__(
         self,
@@ -204,34 +213,57 @@ class ThreadGovernor:
         #: False where the OS gives no CPU times (no ``/proc/stat``): the count then never changes
         self.measurable = self._last is not None
         self._announced = False
-        self._due = time.monotonic() + interval_s
+        self._sampled_at = time.monotonic()
+        self._phase = ""
+        self._want: dict[str, int] = {}  # each phase's decided count (a phase not yet decided: the latest decision)
+        self._latest = self.threads
+        self._acc: dict[str, list[float]] = {}  # each phase's [wall seconds, other processes' CPU seconds] so far
 
-    def tick(self) -> int:
-        """Re-decide the thread count if ``interval_s`` passed since the last decision; return the count in use."""
-        if self._last is None or time.monotonic() < self._due:
+    def tick(self, phase: str = "") -> int:
+        """At the start of ``phase``: measure the phase that ends here, re-decide its count once ``interval_s`` of it
+        has been measured, and use ``phase``'s count; return the count in use."""
+        if self._last is None:
             return self.threads
-        self._due = time.monotonic() + self.interval_s
+        now = time.monotonic()
+        if now - self._sampled_at >= min(self.MIN_PHASE_S, self.interval_s):
+            self._measure(now)
+        self._phase = phase
+        self._use(self._want.get(phase, self._latest))
+        return self.threads
+
+    def _measure(self, now: float) -> None:
         sample = self._sample()
         if sample is None or sample[0] <= self._last[0]:
-            return self.threads
+            return
+        self._sampled_at = now
         wall = sample[0] - self._last[0]
-        others = max(0.0, (sample[1] - self._last[1]) - (sample[2] - self._last[2])) / wall  # in cores
+        others = max(0.0, (sample[1] - self._last[1]) - (sample[2] - self._last[2]))  # CPU seconds
         self._last = sample
-        # this process's cores, less each core the others took more than `margin` of
-        want = max(1, min(self.most, self.cores - math.ceil(max(0.0, others - self.margin))))
         self.seconds_at[self.threads] = self.seconds_at.get(self.threads, 0.0) + (sample[0] - self._since)
         self._since = sample[0]
-        if want != self.threads:
-            if want > 1 and not self._announced:
-                logger.info(
-                    "using up to %d torch threads while this machine's other cores are idle, one when other work "
-                    "needs them (OMP_NUM_THREADS fixes the count)",
-                    self.most,
-                )
-                self._announced = True
-            torch.set_num_threads(want)
-            self.threads = want
-        return self.threads
+        acc = self._acc.setdefault(self._phase, [0.0, 0.0])
+        acc[0] += wall
+        acc[1] += others
+        if acc[0] < self.interval_s:
+            return
+        cores_taken = acc[1] / acc[0]
+        self._acc[self._phase] = [0.0, 0.0]
+        # this process's cores, less each core the others took more than `margin` of
+        want = max(1, min(self.most, self.cores - math.ceil(max(0.0, cores_taken - self.margin))))
+        self._want[self._phase] = self._latest = want
+
+    def _use(self, want: int) -> None:
+        if want == self.threads:
+            return
+        if want > 1 and not self._announced:
+            logger.info(
+                "using up to %d torch threads while this machine's other cores are idle, one when other work "
+                "needs them (OMP_NUM_THREADS fixes the count)",
+                self.most,
+            )
+            self._announced = True
+        torch.set_num_threads(want)
+        self.threads = want
 
     def split(self) -> dict[str, float]:
         """Seconds spent at each thread count so far (``result.json``'s ``threads_s``)."""

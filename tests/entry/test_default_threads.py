@@ -121,6 +121,24 @@ def test_governor_drops_to_one_when_other_work_starts_and_rises_when_it_ends():
     assert set(governor.split()) == {"1", "2"}
 
 
+def test_each_phase_gets_the_count_its_own_load_leaves():
+    # 4 cores (the fixture's affinity); env workers of this run busy while it collects (3.5 cores) and idle while
+    # it learns: over the iteration they average 1.75 cores, which would cost the learning its second thread
+    sample, step = _fake_samples()
+    torch.set_num_threads(1)
+    governor = ThreadGovernor(2, interval_s=0.0, sample=sample)
+    governor.tick("collect")
+    counts = []
+    for _ in range(3):
+        step(3.5, own=0.3)  # collecting: the workers step, this process mostly waits for them
+        counts.append(governor.tick("learn"))
+        step(0.0, own=1.8)  # learning
+        counts.append(governor.tick("collect"))
+    assert counts == [1, 1, 2, 1, 2, 1]  # the first learn phase starts at the count in use; then learn 2, collect 1
+    assert torch.get_num_threads() == 1
+    assert governor.seconds_at == {1: 4.0, 2: 2.0}
+
+
 def test_governor_waits_its_interval():
     sample, step = _fake_samples()
     torch.set_num_threads(1)

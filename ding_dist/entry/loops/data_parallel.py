@@ -240,7 +240,7 @@ class DataParallelLoop:
                 Preemption(stop_group, stop_world) as preempted:  # fmt: skip
             while exp.max_env_steps is None or c.env_steps < exp.max_env_steps:
                 if self.threads is not None:
-                    self.threads.tick()
+                    self.threads.tick("collect")
                 with phases("collect"):
                     rollout = self.collector.collect(n_vec, c.env_steps, self.preemption)
                 collected, global_collected = local_per_iter, global_per_iter
@@ -252,6 +252,8 @@ class DataParallelLoop:
                 log_pending += collected
                 log_pending_global += global_collected
                 iters_before = self.policy.train_iter
+                if self.threads is not None:  # its own count: env workers busy while collecting may idle now
+                    self.threads.tick("learn")
                 with phases("learn"):
                     if self.buffer is None:
                         self.learner.train_rollout(rollout)
