@@ -189,6 +189,8 @@ class HostCopy:
         out._host, out._event, out._rows = self._host, self._event, picked
         return out
 
+    __getitem__ = take  # a part is picked as from an array
+
     def numpy(self) -> np.ndarray:
         """The values, once the copy has arrived."""
         if self._event is not None:
@@ -264,10 +266,15 @@ class DeferredPriorities:
             index, values = self._pending.pop(0)
             self._apply(index, values.numpy())
 
-    def _apply(self, index: np.ndarray, priorities: Any) -> None:
-        p = np.abs(np.asarray(priorities, dtype=np.float64)).reshape(-1) + self.eps
+    def _scaled(self, priority: Any) -> np.ndarray:
+        """``|priority| + eps`` as float64 (a tensor is read back to the host); refuses NaN and inf."""
+        p = np.abs(np.asarray(priority.detach().cpu() if isinstance(priority, torch.Tensor) else priority, np.float64))
         if not np.isfinite(p).all():
             raise ValueError("priorities must be finite, got NaN or inf")
+        return p + self.eps
+
+    def _apply(self, index: np.ndarray, priorities: Any) -> None:
+        p = self._scaled(priorities).reshape(-1)
         self._tree.update(index, p**self.alpha)
         self._max_priority = max(self._max_priority, float(p.max(initial=0.0)))
 
@@ -344,12 +351,6 @@ class PrioritizedReplayBuffer(DeferredPriorities):
         if self.anneal_step == 0:
             return self.beta0
         return self.beta0 + (1.0 - self.beta0) * min(1.0, self.draws / self.anneal_step)
-
-    def _scaled(self, priority: Any) -> np.ndarray:
-        p = np.abs(np.asarray(priority.detach().cpu() if isinstance(priority, torch.Tensor) else priority, np.float64))
-        if not np.isfinite(p).all():
-            raise ValueError("priorities must be finite, got NaN or inf")
-        return p + self.eps
 
     def add(self, batch: Mapping[str, np.ndarray], priority: Any = None) -> None:
         """Append the rows of ``batch`` (fields ``obs, action, reward, next_obs, terminated, truncated`` with shape

@@ -104,7 +104,7 @@ class ReplayShards:
         for pos, buffer in enumerate(self.shards.values()):
             mine = shard == pos
             if mine.any():
-                buffer.update_priorities(index[mine], p.take(mine) if isinstance(p, HostCopy) else p[mine])
+                buffer.update_priorities(index[mine], p[mine])
 
     def state_dict(self) -> dict[str, Any]:
         return {"shards": {k: b.state_dict() for k, b in self.shards.items()}}
