@@ -5,9 +5,9 @@ line): the time the user waits for that point. Each is also timed until it exits
 
 - ``import torch, gymnasium``: ``python -c "import torch, gymnasium"``, then a line (the floor any torch RL process
   pays);
-- ``+ one optimizer step``: the same plus one ``torch.optim.Adam`` step, then a line: an optimizer's first call imports
-  ``torch._dynamo`` (and sympy), as every step of a torch optimizer does, so this is the floor of a process that
-  trains with torch, whatever the library;
+- ``+ one torch.optim.Adam step``: the same plus one step of torch's Adam, then a line: a torch optimizer's first call
+  imports ``torch._dynamo`` (and sympy), so this is where a process that trains with torch's optimizers as they come
+  reaches its first step (ding_dist's optimizers leave that import out: ``ding_dist.optim.eager``);
 - ``cartpole_ppo``: ``ding-dist train cartpole_ppo --max-env-steps 256`` until the line its training loop logs right
   before the first collect (``... exp dir ...``);
 - ``minatar_ppo`` (``--minatar``): ``ding-dist train --algo ppo --env MinAtar/Breakout-v1`` with 64 envs, until that
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         for rep in range(args.reps):
             add(IMPORT, time_to_line(python_c(IMPORT), work, READY))
-            add("+ one optimizer step", time_to_line(python_c(f"{IMPORT}; {STEP}"), work, READY))
+            add("+ one torch.optim.Adam step", time_to_line(python_c(f"{IMPORT}; {STEP}"), work, READY))
             cmd = [*ding, "train", "cartpole_ppo", "--max-env-steps", "256", "--exp-dir", f"cartpole_{rep}"]
             add("ding-dist train cartpole_ppo", time_to_line(cmd, work, LOOP_MARK))
             if args.tree:

@@ -104,8 +104,8 @@ def _start_forkserver(ctx: lib.Ctx, log_dir: str):
 
     The server must never initialize CUDA, or a forked child could not use it: while it starts,
     torch.cuda.is_available() is answered from NVML should anything ask (the checks unset that), and on a
-    machine with CUDA it does not preload torch._dynamo (the first optimizer's import). A warm-up check
-    asks torch whether CUDA can start in a child; if not, every check is spawned afresh instead.
+    machine with CUDA it does not preload torch._dynamo (what a torch optimizer imports at its first call). A
+    warm-up check asks torch whether CUDA can start in a child; if not, every check is spawned afresh instead.
     """
     import multiprocessing.forkserver
 
