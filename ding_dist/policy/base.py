@@ -247,7 +247,10 @@ class Policy(abc.ABC):
         if algorithm.optimizer is not None:
             options = sync.get("options") or {}
             own = {k: options[k] for k in algorithm.optimizer_options if k in options}
-            return algorithm.optimizer(params, lr=lr, **own, **adam_kwargs)
+            make = algorithm.optimizer
+            if isinstance(make, type) and issubclass(make, torch.optim.Optimizer):
+                make = eager(make)  # torch.optim.Optimizer's own methods without the dynamo import, as below
+            return make(params, lr=lr, **own, **adam_kwargs)
         # fused: one kernel per tensor (on the CPU too), where torch's default on the CPU steps one tensor at a time
         # with about ten small operations each; the same update up to float rounding, 2.9-3.6x faster steps here.
         # eager: torch's Adam without its torch._dynamo import (seconds of every process's start-up)
