@@ -108,10 +108,31 @@ def test_a_stop_signal_to_one_process_of_two_is_a_stop_with_its_code(tmp_path, t
     assert _no_leftovers(job, within=5) == []
 
 
+#: The shipped DQN config on a CartPole whose envs take 0.25 s each to build: the run's start-up lasts seconds after
+#: the rank's first line, whatever the machine's speed.
+SLOW_TO_BUILD = """
+import time
+import gymnasium as gym
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+
+class SlowToBuild(CartPoleEnv):
+    def __init__(self, **kwargs):
+        time.sleep(0.25)
+        super().__init__(**kwargs)
+
+
+gym.register("SlowToBuildCartPole-v1", entry_point=SlowToBuild, max_episode_steps=500)
+main_config.env.id = "SlowToBuildCartPole-v1"
+"""
+
+
 @pytest.mark.parametrize("after", ["start", "the rank's start-up line"])
 def test_ctrl_c_during_start_up_is_one_line_and_exit_130(tmp_path, after):
     """Before: a Ctrl-C while the CLI imported torch or built the run printed a traceback."""
-    cmd = [sys.executable, "-m", "ding_dist.entry.cli", "train", str(DQN_CONFIG), "--exp-dir", str(tmp_path / "exp")]
+    config = tmp_path / "slow_to_build_config.py"
+    config.write_text(DQN_CONFIG.read_text() + SLOW_TO_BUILD)
+    cmd = [sys.executable, "-m", "ding_dist.entry.cli", "train", str(config), "--exp-dir", str(tmp_path / "exp")]
     log = tmp_path / "out.txt"
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
