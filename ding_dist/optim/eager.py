@@ -93,4 +93,18 @@ def eager(base: type[OptimizerT]) -> type[OptimizerT]:
         raise TypeError(f"eager() takes a torch.optim.Optimizer subclass, got {base!r}")
     methods = {name: fn for name in _WRAPPED if (fn := _bypass(base, name)) is not None}
     doc = f"torch's {base.__qualname__}, importing ``torch._dynamo`` only once something else has (ding_dist.optim)."
-    return type(base.__name__, (base,), {**methods, "__doc__": doc, "__module__": __name__})
+    cls = type(base.__name__, (base,), {**methods, "__doc__": doc, "__module__": __name__})
+
+    def __reduce_ex__(self: Any, protocol: Any) -> Any:  # noqa: N807  (pickled as "eager(base)", not by its name)
+        if type(self) is not cls:
+            return super(cls, self).__reduce_ex__(protocol)
+        return _remake, (base,), self.__getstate__()
+
+    cls.__reduce_ex__ = __reduce_ex__  # type: ignore[method-assign]
+    return cls
+
+
+def _remake(base: type[OptimizerT]) -> OptimizerT:
+    """An empty ``eager(base)`` for unpickling (its state comes next, through ``__setstate__``)."""
+    cls = eager(base)
+    return cls.__new__(cls)

@@ -139,3 +139,19 @@ def test_an_optimizer_without_torchs_wrappers_keeps_its_methods():
 def test_a_non_optimizer_is_refused():
     with pytest.raises(TypeError, match=r"eager\(\) takes a torch.optim.Optimizer subclass, got <class 'int'>"):
         eager(int)
+
+
+def test_pickles_and_copies_as_torchs_optimizer_does():
+    import pickle
+
+    net = _net()
+    opt = eager(torch.optim.Adam)(net.parameters(), lr=1e-2, fused=True)
+    _train(net, opt, 2)
+    twin_net, twin = pickle.loads(pickle.dumps((net, opt)))  # together, as a pickled policy holds them
+    copied_net, copied = copy.deepcopy((net, opt))
+    assert type(twin) is type(opt) and type(copied) is type(opt)
+    for other_net, other in ((twin_net, twin), (copied_net, copied), (net, opt)):
+        _train(other_net, other, 3)
+    assert all(torch.equal(a, b) and torch.equal(a, c) for a, b, c in
+               zip(net.parameters(), twin_net.parameters(), copied_net.parameters()))  # fmt: skip
+    assert _same_state(opt.state_dict(), twin.state_dict())
