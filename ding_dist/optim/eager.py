@@ -2,8 +2,8 @@
 
 Torch keeps ``torch.compile`` out of its optimizers by wrapping ``add_param_group``, ``zero_grad``,
 ``state_dict``, ``load_state_dict`` and ``step`` in small decorators, and each of those imports ``torch._dynamo``
-(with sympy and the tracing machinery) on its first call: 1.75-2.5 s of every training process's start-up, more
-than ``import torch`` itself. The decorators matter only while dynamo can trace, and it cannot before it is
+(with sympy and the tracing machinery) on its first call: 1.3-2.5 s of every training process's start-up, about
+as long as ``import torch`` itself. The decorators matter only while dynamo can trace, and it cannot before it is
 imported. So :func:`eager` subclasses a torch optimizer whose five methods call torch's undecorated bodies while
 ``torch._dynamo`` is absent from ``sys.modules``, and torch's decorated methods from the moment it is there (a
 ``torch.compile`` anywhere in the process). The steps, state and ``state_dict`` are torch's own, bit for bit, and
