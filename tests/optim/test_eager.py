@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import copy
+import importlib
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
 from ding_dist.optim import eager
+
+eager_module = importlib.import_module("ding_dist.optim.eager")  # the module (the package's `eager` is the function)
 
 CASES = [
     (torch.optim.Adam, {"lr": 1e-2, "fused": True}),
@@ -48,8 +52,19 @@ def _same_state(a: dict, b: dict) -> bool:
     )
 
 
+@pytest.fixture(params=["undecorated", "torch's wrapped"])
+def path(request, monkeypatch):
+    """Either path of the methods, whatever this process imported: the undecorated bodies (no dynamo yet), or
+    torch's wrapped methods (dynamo imported)."""
+    loaded = request.param == "torch's wrapped"
+    if loaded:
+        import torch._dynamo  # noqa: F401
+    monkeypatch.setattr(eager_module, "_dynamo_loaded", lambda: loaded)
+    return request.param
+
+
 @pytest.mark.parametrize("cls,kwargs", CASES, ids=lambda c: getattr(c, "__name__", ""))
-def test_steps_and_state_are_torchs_bit_for_bit(cls, kwargs):
+def test_steps_and_state_are_torchs_bit_for_bit(path, cls, kwargs):
     ours_net, torch_net = _net(), _net()
     ours, theirs = eager(cls)(ours_net.parameters(), **kwargs), cls(torch_net.parameters(), **kwargs)
     _train(ours_net, ours)
@@ -65,7 +80,7 @@ def test_steps_and_state_are_torchs_bit_for_bit(cls, kwargs):
     assert all(torch.equal(a, b) for a, b in zip(ours_net.parameters(), torch_net.parameters()))
 
 
-def test_hooks_schedulers_and_param_groups_still_work():
+def test_hooks_schedulers_and_param_groups_still_work(path):
     net = _net()
     opt = eager(torch.optim.Adam)(net[0].parameters(), lr=0.1)
     opt.add_param_group({"params": net[2].parameters(), "lr": 0.05})
@@ -87,19 +102,26 @@ def test_a_process_that_trains_never_imports_dynamo():
         """
         import sys, torch
         from ding_dist.optim import eager
-        net = torch.nn.Linear(3, 1)
-        for cls, kw in [(torch.optim.Adam, {"fused": True}), (torch.optim.SGD, {"lr": 0.1, "momentum": 0.5})]:
-            opt = eager(cls)(net.parameters(), **kw)
-            net(torch.ones(2, 3)).sum().backward()
-            opt.step()
-            opt.zero_grad()
+        from tests.optim.test_eager import CASES, _net, _train, _same_state
+        ours = []
+        for cls, kwargs in CASES:
+            net = _net()
+            opt = eager(cls)(net.parameters(), **kwargs)
+            _train(net, opt)
             opt.load_state_dict(opt.state_dict())
+            ours.append((net, opt.state_dict()))
         assert "torch._dynamo" not in sys.modules, "imported"
-        torch.optim.SGD(net.parameters(), lr=0.1).zero_grad()  # torch's own class imports it
-        assert "torch._dynamo" in sys.modules, "not imported by torch's class"
+        for (cls, kwargs), (net, state) in zip(CASES, ours):  # torch's own classes import it
+            twin = _net()
+            opt = cls(twin.parameters(), **kwargs)
+            _train(twin, opt)
+            assert all(torch.equal(a, b) for a, b in zip(net.parameters(), twin.parameters())), cls
+            assert _same_state(state, opt.state_dict()), cls
+        assert "torch._dynamo" in sys.modules, "not imported by torch's classes"
         """
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
     assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -141,7 +163,7 @@ def test_a_non_optimizer_is_refused():
         eager(int)
 
 
-def test_pickles_and_copies_as_torchs_optimizer_does():
+def test_pickles_and_copies_as_torchs_optimizer_does(path):
     import pickle
 
     net = _net()
