@@ -32,8 +32,8 @@ def cfg_file(tmp_path: Path) -> Path:
     ("argv", "needle"),
     [
         (["train", "{missing}"], "config file '{missing}' does not exist"),
-        (["train", "{cfg}", "--nproc", "0"], "argument --nproc: must be >= 1, got 0"),
-        (["train", "{cfg}", "--nproc", "two"], "argument --nproc: must be an integer, got 'two'"),
+        (["train", "{cfg}", "--nproc", "0"], "argument --nproc: must be an integer >= 1 or auto, got '0'"),
+        (["train", "{cfg}", "--nproc", "two"], "argument --nproc: must be an integer >= 1 or auto, got 'two'"),
         (["train", "{cfg}", "--set", "policy.learn.batch_size"], "bad override 'policy.learn.batch_size'"),
         (["train", "{cfg}", "--set", "a..b=1"], "bad override 'a..b=1'"),
         (["train", "{cfg}", "--seed", "-1"], "argument --seed: must be >= 0, got -1"),

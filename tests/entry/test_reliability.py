@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,8 @@ def _stop_jobs():
 class _Job:
     """``ding-dist train ...`` in its own session, output in a file, every descendant tagged."""
 
-    def __init__(self, tmp_path: Path, *args: str | Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, tmp_path: Path, *args: str | Path, env: dict[str, str] | None = None,
+                 preexec_fn: Callable[[], None] | None = None) -> None:  # fmt: skip
         self.tag = f"DINGDIST_TEST_TAG={uuid.uuid4().hex}".encode()
         extra = env or {}
         env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
@@ -98,7 +100,13 @@ class _Job:
         self._out = open(self.log, "w")  # noqa: SIM115 (closed in wait)
         cmd = [sys.executable, "-m", "ding_dist.entry.cli", "train", *map(str, args)]
         self.proc = subprocess.Popen(
-            cmd, cwd=tmp_path, env=env, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True
+            cmd,
+            cwd=tmp_path,
+            env=env,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=preexec_fn,
         )
         _JOBS.append(self)
 

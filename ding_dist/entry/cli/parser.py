@@ -120,6 +120,16 @@ def _int_at_least(low: int):
     return parse
 
 
+def _nproc(text: str) -> int | str:
+    """``--nproc N`` (N >= 1) or ``auto``."""
+    if text == "auto":
+        return text
+    try:
+        return _int_at_least(1)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 or auto, got {text!r}") from None
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -160,6 +170,7 @@ TRAIN_EXAMPLES = """examples:
   ding-dist train cartpole_ppo --nproc 2                      # a shipped config by name, 2 local processes
   ding-dist train --algo ppo --env Pendulum-v1 --set policy.learn.batch_size=128 --max-env-steps 20000
   ding-dist train configs/cartpole_impala_config.py --actors 2 --learners 1
+  ding-dist train configs/pendulum_sac_config.py --nproc auto   # tries each way to run, trains in the fastest
   ding-dist train --resume runs/cartpole_ppo --max-env-steps 100000   # on to 100k env steps"""
 RESUME_EXAMPLES = """examples:
   ding-dist resume runs/cartpole_ppo                          # on the run's own processes and roles
@@ -266,13 +277,32 @@ def _nnodes(text: str) -> tuple[int, int]:
 def _run_options(command: str) -> argparse.ArgumentParser:
     """The options of a training run, shared by train and resume (a parent parser; ``command``: which of them)."""
     shared = _Parser(add_help=False, allow_abbrev=False)
+    auto = command == "train"
+    nproc_help = (
+        "local processes; > 1 starts them with torchrun (ignored when already under a launcher); default 1, with "
+        "--resume the run's own world size and roles"
+    )
+    if auto:
+        nproc_help += (
+            "; auto: try 1 process, data-parallel and actor-learner runs on this machine's cores for --probe-seconds "
+            "each, then train in the fastest"
+        )
     shared.add_argument(
         "--nproc",
-        type=_int_at_least(1),
+        metavar="N|auto" if auto else "N",
+        type=_nproc if auto else _int_at_least(1),
         default=None,
-        help="local processes; > 1 starts them with torchrun (ignored when already under a launcher); default 1, "
-        "with --resume the run's own world size and roles",
+        help=nproc_help,
     )
+    if auto:
+        shared.add_argument(
+            "--probe-seconds",
+            metavar="S",
+            type=_seconds,
+            default=None,
+            help="with --nproc auto: seconds of training each way to run is measured for, after its first update "
+            "(default 20)",
+        )
     shared.add_argument(
         "--actors",
         metavar="N",

@@ -86,6 +86,7 @@ def train_command(args: argparse.Namespace, entry: Callable[[list[str]], int]) -
                              "ckpt/ folder: the run stopped before its first one); start it again")  # fmt: skip
         resumed = load_checkpoint(newest)
         check_finite_weights(resumed, newest)  # one line now, not a failure at the first updates of every rank
+    auto = _auto_mode(args)
     if args.nproc is None:
         args.nproc = 1 if resumed is None or under_launcher() else _resumed_world(args, resumed)
     if args.exp_dir is not None and Path(args.exp_dir).exists() and not Path(args.exp_dir).is_dir():
@@ -121,6 +122,11 @@ def train_command(args: argparse.Namespace, entry: Callable[[list[str]], int]) -
         cfg = checked_config(config, args)
     if args.resume is not None and _resume_is_done(args, cfg, resumed):
         return 0
+    if auto and cfg.actor_learner.actors:
+        raise UsageError(f"--nproc auto: the config sets actor_learner.actors={cfg.actor_learner.actors}, so its "
+                         "roles are fixed; give --nproc N, or leave actor_learner.actors at 0")  # fmt: skip
+    if auto:
+        cfg = _train_in_fastest_mode(args, config, cfg)
     if cfg.actor_learner.actors and args.actors is None:  # the roles come from the config file
         al = cfg.actor_learner
         both, inference = al.actors + al.learners, al.get("inference", 0)
@@ -170,6 +176,43 @@ def _launch(args: argparse.Namespace, cfg: Any, config: Path, env: dict[str, str
         else:
             code = run_rank(args, cfg)
     return _requeue(code) if getattr(args, "requeue", False) else code
+
+
+def _auto_mode(args: argparse.Namespace) -> bool:
+    """True for ``--nproc auto`` (then ``args.nproc`` is 1 until the probe decides), after refusing what it cannot
+    go with; ``--probe-seconds`` without it is refused too."""
+    seconds = getattr(args, "probe_seconds", None)
+    if args.nproc != "auto":
+        if seconds is not None:
+            raise UsageError(f"--probe-seconds {seconds:g} needs --nproc auto")
+        return False
+    for flag, given in (("--resume", args.resume), ("--actors", args.actors), ("--learners", args.learners),
+                        ("--population", getattr(args, "population", None)), ("--nnodes", args.nnodes)):  # fmt: skip
+        if given is not None:
+            raise UsageError(f"--nproc auto cannot go with {flag}: it picks the processes and roles of a new run "
+                             "on this machine; give --nproc N instead")  # fmt: skip
+    args.nproc = 1
+    if under_launcher():  # the launcher's world it is
+        if os.environ.get("RANK", "0") == "0":
+            print(f"{PROG}: already under a launcher, ignoring --nproc auto", file=sys.stderr)
+        return False
+    return True
+
+
+def _train_in_fastest_mode(args: argparse.Namespace, config: Path, cfg: Any) -> Any:
+    """``--nproc auto``: probe the ways to run (:mod:`~ding_dist.entry.cli.auto_mode`), set ``args`` for the
+    fastest, and return the config compiled for it."""
+    from ding_dist.entry.cli.auto_mode import DEFAULT_PROBE_SECONDS, choose_mode
+    from ding_dist.entry.threads import cpu_cores
+
+    seconds = args.probe_seconds if args.probe_seconds is not None else DEFAULT_PROBE_SECONDS
+    chosen = choose_mode(config, cfg, args, cpu_cores(), seconds)
+    if "--actors" in chosen.flags:
+        args.actors, args.learners = int(chosen.flags[1]), int(chosen.flags[3])
+        args.nproc = _actor_learner_nproc(args)
+        return checked_config(config, args)
+    args.nproc = chosen.processes
+    return cfg
 
 
 def _requeue(code: int) -> int:
