@@ -144,20 +144,20 @@ def _rows(folder: Path) -> list[tuple[float, float, float]]:
 
 
 def _stop(proc: subprocess.Popen, grace_s: float = 60.0) -> None:
-    """Stop a probe's run as Ctrl-C would (SIGTERM: every rank stops after its iteration), then kill what is left."""
-    if proc.poll() is None:
-        try:
+    """Stop a probe's run as Ctrl-C would (SIGTERM: every rank stops after its iteration), then kill what is left,
+    also when a second Ctrl-C comes while it stops."""
+    try:
+        if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        except ProcessLookupError:
-            return
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # its ranks too, should any outlive it
-    except (ProcessLookupError, PermissionError):
+    except (subprocess.TimeoutExpired, ProcessLookupError):
         pass
-    proc.wait()
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # its ranks and env workers too, should any outlive it
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
 
 
 def _last_line(path: Path) -> str:
