@@ -16,7 +16,6 @@ import argparse
 import json
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,13 +40,7 @@ def run(name: str, config: Path, folder: Path, budget: int, extra: list[str], ta
     log = folder / f"{exp.name}.log"
     cmd = [sys.executable, "-m", "ding_dist.entry.cli", "train", str(config), "--seed", "0", "--exp-dir", str(exp),
            "--max-env-steps", str(budget), "--set", "env.stop_value=None", *extra]  # fmt: skip
-    start = time.perf_counter()
-    with open(log, "w") as f:
-        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=speed._env()).returncode
-    wall = time.perf_counter() - start
-    if code != 0:
-        raise RuntimeError(f"{' '.join(cmd[:6])} ... exited {code}; see {log}")
-    return wall, log.read_text()
+    return speed._timed(cmd, log), log.read_text()
 
 
 def bench_row(name: str, folder: Path, budget: int, probe_s: float, reps: int) -> dict:

@@ -88,6 +88,7 @@ def test_candidates_on_one_core():
         (["--nproc", "auto", "--actors", "1"], "--nproc auto cannot go with --actors"),
         (["--nproc", "auto", "--population", "2"], "--nproc auto cannot go with --population"),
         (["--nproc", "auto", "--probe-seconds", "0"], "must be a finite number of seconds > 0, got 0"),
+        (["--nproc", "auto", "--set", "actor_learner.actors=1"], "the config sets actor_learner.actors=1"),
     ],
 )
 def test_mistakes_are_one_line(tmp_path, capsys, argv, says):

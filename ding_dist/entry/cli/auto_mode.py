@@ -53,13 +53,15 @@ PROBE_OVERRIDES = (
 
 @dataclass
 class Probe:
-    """One way to run: its label, processes, the ``train`` flags that ask for it, and its measured rate."""
+    """One way to run: its label, processes, the ``train`` flags that ask for it (``actors``: how many of the
+    processes act, 0 for data-parallel), and its measured rate."""
 
     label: str
     processes: int
     flags: list[str]
     rate: float | None = None  # env steps per second; None: not measured
     note: str = ""  # why it was not measured, or how its run ended
+    actors: int = 0
 
 
 def steady_rate(rows: Sequence[tuple[float, float, float]]) -> tuple[float | None, float]:
@@ -127,7 +129,7 @@ def candidates(cfg: Any, cores: int, config: Path, args: argparse.Namespace) -> 
     except (UsageError, ConfigError) as e:
         skipped.append(f"{label}: {e}")
     else:
-        probes.append(Probe(label, cores, ["--actors", str(cores - 1), "--learners", "1"]))
+        probes.append(Probe(label, cores, ["--actors", str(cores - 1), "--learners", "1"], actors=cores - 1))
     return probes, skipped
 
 

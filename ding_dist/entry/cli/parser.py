@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ding_dist.config import ConfigError, parse_override
+from ding_dist.entry.cli.auto_mode import DEFAULT_PROBE_SECONDS
 from ding_dist.entry.cli.errors import EXIT_USAGE, PROG
 from ding_dist.utils.install import install_hint
 
@@ -301,7 +302,7 @@ def _run_options(command: str) -> argparse.ArgumentParser:
             type=_seconds,
             default=None,
             help="with --nproc auto: seconds of training each way to run is measured for, after its first update "
-            "(default 20)",
+            f"(default {DEFAULT_PROBE_SECONDS:g})",
         )
     shared.add_argument(
         "--actors",

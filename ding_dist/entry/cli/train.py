@@ -122,9 +122,6 @@ def train_command(args: argparse.Namespace, entry: Callable[[list[str]], int]) -
         cfg = checked_config(config, args)
     if args.resume is not None and _resume_is_done(args, cfg, resumed):
         return 0
-    if auto and cfg.actor_learner.actors:
-        raise UsageError(f"--nproc auto: the config sets actor_learner.actors={cfg.actor_learner.actors}, so its "
-                         "roles are fixed; give --nproc N, or leave actor_learner.actors at 0")  # fmt: skip
     if auto:
         cfg = _train_in_fastest_mode(args, config, cfg)
     if cfg.actor_learner.actors and args.actors is None:  # the roles come from the config file
@@ -205,10 +202,13 @@ def _train_in_fastest_mode(args: argparse.Namespace, config: Path, cfg: Any) -> 
     from ding_dist.entry.cli.auto_mode import DEFAULT_PROBE_SECONDS, choose_mode
     from ding_dist.entry.threads import cpu_cores
 
+    if cfg.actor_learner.actors:
+        raise UsageError(f"--nproc auto: the config sets actor_learner.actors={cfg.actor_learner.actors}, so its "
+                         "roles are fixed; give --nproc N, or leave actor_learner.actors at 0")  # fmt: skip
     seconds = args.probe_seconds if args.probe_seconds is not None else DEFAULT_PROBE_SECONDS
     chosen = choose_mode(config, cfg, args, cpu_cores(), seconds)
-    if "--actors" in chosen.flags:
-        args.actors, args.learners = int(chosen.flags[1]), int(chosen.flags[3])
+    if chosen.actors:
+        args.actors, args.learners = chosen.actors, chosen.processes - chosen.actors
         args.nproc = _actor_learner_nproc(args)
         return checked_config(config, args)
     args.nproc = chosen.processes
